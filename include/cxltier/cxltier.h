@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cxltier.h: the C ABI of cxltier, the contract that inference engines link against.
+ *
+ * It compiles as C11 and as C++. Every function returns a cxlt_result_t (or a plain value
+ * where it cannot fail) and never lets an exception through. Sizes are in bytes, times in
+ * nanoseconds, bandwidths in MiB/s unless a name says otherwise (gbps: 10^9 bytes/s).
+ *
+ * Conventions:
+ *   - CXLT_OK (0) is success; every other value is an error. After an error the thread-local
+ *     message from cxlt_last_error() names what was wrong (the field, the key, the file).
+ *   - Output parameters are written only on success.
+ *   - A cxlt_runtime_t is safe to call from several threads at once.
+ */
+#ifndef CXLTIER_CXLTIER_H
+#define CXLTIER_CXLTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* --- Attributes --------------------------------------------------------------------------- */
+#if defined(__GNUC__)
+#define CXLT_API __attribute__((visibility("default")))
+#define CXLT_NODISCARD __attribute__((warn_unused_result))
+#else
+#define CXLT_API
+#define CXLT_NODISCARD
+#endif
+
+#ifdef __cplusplus
+#define CXLT_NOEXCEPT noexcept
+extern "C" {
+#else
+#define CXLT_NOEXCEPT
+#endif
+
+/* --- Version ------------------------------------------------------------------------------ */
+#define CXLT_VERSION_MAJOR 0
+#define CXLT_VERSION_MINOR 1
+#define CXLT_VERSION_PATCH 0
+/** (major << 16) | (minor << 8) | patch of the header this code was compiled against. */
+#define CXLT_VERSION ((CXLT_VERSION_MAJOR << 16) | (CXLT_VERSION_MINOR << 8) | CXLT_VERSION_PATCH)
+
+/** \return the version of the loaded library, encoded as CXLT_VERSION. */
+CXLT_API uint32_t cxlt_version(void) CXLT_NOEXCEPT;
+
+/* --- Results ------------------------------------------------------------------------------ */
+/** The one result type of the C ABI. */
+typedef enum cxlt_result {
+  CXLT_OK = 0,
+  CXLT_ERROR_INVALID_ARGUMENT = 1, /**< a NULL pointer, a value out of range, a misused API */
+  CXLT_ERROR_OUT_OF_HOST_MEMORY = 2, /**< the process could not allocate its own metadata */
+  CXLT_ERROR_OUT_OF_TIER_MEMORY = 3, /**< no tier has room and nothing can be demoted */
+  CXLT_ERROR_NOT_FOUND = 4,        /**< an unknown key or handle, or a block resident nowhere */
+  CXLT_ERROR_NOT_SUPPORTED = 5,    /**< the build or the machine lacks the feature */
+  CXLT_ERROR_BACKEND = 6,          /**< a tier backend failed (allocation, placement, copy) */
+  CXLT_ERROR_IO = 7,               /**< a file could not be read or written */
+  CXLT_ERROR_CORRUPT = 8,          /**< a file is truncated, damaged or foreign */
+  CXLT_ERROR_BUSY = 9,             /**< the block is pinned or in use */
+  CXLT_ERROR_CLOSED = 10,          /**< the runtime handle is closed or was never opened */
+  CXLT_ERROR_CONFIG = 11,          /**< the configuration is invalid (the message names the field) */
+  CXLT_ERROR_TOPOLOGY = 12,        /**< the topology could not be loaded or read */
+  CXLT_ERROR_TIMEOUT = 13,         /**< a wait ran past its deadline */
+  CXLT_ERROR_UNKNOWN = 0x7ffffffe  /**< an internal error; please report it */
+} cxlt_result_t;
+
+/** \return a static, human-readable name for r (never NULL). */
+CXLT_API const char *cxlt_result_string(cxlt_result_t r) CXLT_NOEXCEPT;
+
+/**
+ * \return the message of the last failing call made by this thread ("" if none). The string
+ * stays valid until this thread's next cxltier call.
+ */
+CXLT_API const char *cxlt_last_error(void) CXLT_NOEXCEPT;
+
+/* --- Identity keys ------------------------------------------------------------------------ */
+/** A 128-bit block identity. The score store is keyed by it. {0,0} is the root parent. */
+typedef struct { uint64_t hi, lo; } cxlt_key_t;
+
+/** \return the key of block `block_index` of sequence `sequence_id` (XXH3-128, domain-separated). */
+CXLT_API cxlt_key_t cxlt_key_from_sequence(uint64_t sequence_id, uint64_t block_index) CXLT_NOEXCEPT;
+
+/**
+ * \return the content key of a block: XXH3-128 over the parent block's key and this block's
+ * token ids, so identical prefixes get the same key in every sequence (pass {0,0} as the parent
+ * of the first block). `tokens` may be NULL only when n_tokens is 0.
+ */
+CXLT_API cxlt_key_t cxlt_key_from_tokens(cxlt_key_t parent, const int32_t *tokens,
+                                         size_t n_tokens) CXLT_NOEXCEPT;
+
+/* --- Block geometry ----------------------------------------------------------------------- */
+/**
+ * Bytes per block = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_element x
+ * tokens_per_block. The canonical model (80, 8, 128, 2, 16) gives 5,242,880 bytes.
+ * \return CXLT_ERROR_INVALID_ARGUMENT if a field is zero or the product overflows 64 bits.
+ */
+CXLT_API cxlt_result_t cxlt_block_bytes(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+                                        uint32_t bytes_per_element, uint32_t tokens_per_block,
+                                        uint64_t *out_bytes) CXLT_NOEXCEPT;
+
+/* --- Tiers -------------------------------------------------------------------------------- */
+/** Memory kinds, as discovered from hwloc. Order here is not the performance order. */
+typedef enum cxlt_tier_kind {
+  CXLT_TIER_HBM = 0,     /**< high-bandwidth memory attached to the CPU (MCDRAM, HBM) */
+  CXLT_TIER_GPU = 1,     /**< GPU memory (a CUDA device, or a GPU-memory NUMA node) */
+  CXLT_TIER_DRAM = 2,    /**< ordinary host DRAM */
+  CXLT_TIER_CXL = 3,     /**< CXL-attached DRAM */
+  CXLT_TIER_NVM = 4,     /**< non-volatile memory used as RAM */
+  CXLT_TIER_SPM = 5,     /**< specific-purpose memory whose kind hwloc cannot tell */
+  CXLT_TIER_UNKNOWN = 6,
+  CXLT_TIER_REMOTE = 7   /**< a remote store below the last local tier (Redis Cluster) */
+} cxlt_tier_kind_t;
+
+/** \return "hbm", "gpu", "dram", "cxl", "nvm", "spm", "unknown" or "remote". */
+CXLT_API const char *cxlt_tier_kind_name(cxlt_tier_kind_t kind) CXLT_NOEXCEPT;
+
+/** One tier of a runtime, as cxlt_runtime_tier_info reports it. */
+typedef struct cxlt_tier_info {
+  int rank;                   /**< 0 is the fastest tier */
+  cxlt_tier_kind_t kind;
+  char name[32];              /**< e.g. "hbm", "dram", "cxl", "gpu0" */
+  char backend[16];           /**< "numa", "memkind", "emulated", "null", "cuda" */
+  uint64_t budget_bytes;      /**< configured byte budget (higher holds more) */
+  uint64_t used_bytes;        /**< bytes of resident blocks now */
+  uint64_t blocks;            /**< resident blocks now */
+  double bandwidth_mib_s;     /**< declared or discovered, MiB/s, higher is better; 0 if unknown */
+  double latency_ns;          /**< declared or discovered, ns, lower is better; 0 if unknown */
+  int emulated;               /**< 1 if laid on host memory standing in for this kind */
+} cxlt_tier_info_t;
+
+/* --- Runtime ------------------------------------------------------------------------------ */
+typedef struct cxlt_runtime cxlt_runtime_t;
+typedef struct cxlt_config cxlt_config_t;
+
+/** A resident block: where its bytes are. `data` is NULL on the null backend. */
+typedef struct {
+  void *data;        /**< start of the block's bytes, valid while the block is pinned */
+  size_t bytes;      /**< the block size of the runtime */
+  int tier;          /**< rank of the tier that holds it */
+  uint64_t handle;   /**< opaque handle for cxlt_block_access_handles (no hashing) */
+} cxlt_block_t;
+
+/** A block's policy state, kept in the score store whether or not the block is resident. */
+typedef struct {
+  double score;               /**< LRFU score in [0, 1]; higher is hotter */
+  uint64_t last_access_step;  /**< decode step of the last access */
+  uint64_t accesses;          /**< number of accesses ever recorded */
+  int tier;                   /**< tier rank, or -1 when the block is resident nowhere */
+} cxlt_policy_state_t;
+
+/** Configuration handle: lets engines set fields one by one, so new fields never break the ABI. */
+/** Create a configuration with every default. */
+CXLT_API cxlt_result_t cxlt_config_create(cxlt_config_t **out) CXLT_NOEXCEPT;
+/** Merge a TOML file into cfg. \return CXLT_ERROR_IO, or CXLT_ERROR_CONFIG naming the line and key. */
+CXLT_API cxlt_result_t cxlt_config_load_file(cxlt_config_t *cfg, const char *path) CXLT_NOEXCEPT;
+/**
+ * Set one key, with the names of the TOML file ("policy.alpha", "tiers.0.budget", ...; see
+ * docs/configuration.md) and the value as text ("0.05", "4GiB", "lrfu").
+ * \return CXLT_ERROR_CONFIG for an unknown key or a value of the wrong type.
+ */
+CXLT_API cxlt_result_t cxlt_config_set(cxlt_config_t *cfg, const char *key, const char *value) CXLT_NOEXCEPT;
+/** Check every field. \return CXLT_ERROR_CONFIG with the bad field named in cxlt_last_error(). */
+CXLT_API cxlt_result_t cxlt_config_validate(const cxlt_config_t *cfg) CXLT_NOEXCEPT;
+/** Write the effective configuration as TOML into buf (NUL-terminated); *needed gets the size. */
+CXLT_API cxlt_result_t cxlt_config_dump(const cxlt_config_t *cfg, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
+CXLT_API void cxlt_config_destroy(cxlt_config_t *cfg) CXLT_NOEXCEPT;
+
+/**
+ * Open a runtime from a TOML file (NULL: defaults, on this machine's tiers or the embedded
+ * default topology). CXLT_* environment variables override the file.
+ * \return CXLT_ERROR_CONFIG, CXLT_ERROR_IO, CXLT_ERROR_TOPOLOGY, CXLT_ERROR_BACKEND,
+ *         CXLT_ERROR_CORRUPT (a damaged score-store checkpoint: nothing is loaded).
+ */
+CXLT_API cxlt_result_t cxlt_runtime_open(const char *config_path, cxlt_runtime_t **out) CXLT_NOEXCEPT;
+/** Open a runtime from a configuration handle (the handle may be destroyed afterwards). */
+CXLT_API cxlt_result_t cxlt_runtime_open_config(const cxlt_config_t *cfg, cxlt_runtime_t **out) CXLT_NOEXCEPT;
+/**
+ * Wait for migrations in flight, write the score-store checkpoint if persistence is on, free
+ * every tier's memory. Calls that race with close, or come after it, return CXLT_ERROR_CLOSED.
+ */
+CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+
+/**
+ * Give the block `key` a slot in the fastest tier with room under its budget, demoting the
+ * highest-priority unpinned blocks (cascading, dropping from the last tier) when none has room.
+ * A block seen before gets its stored policy state back (score and access count); admission
+ * counts as a reference for recency (last_access_step becomes the current step).
+ * If the block is already resident, returns it where it is.
+ * \return CXLT_ERROR_OUT_OF_TIER_MEMORY if every block is pinned; CXLT_ERROR_BACKEND if a tier
+ *         could not supply memory (nothing moved).
+ */
+CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+
+/**
+ * Record one decode step's accesses: for each of n keys, score = alpha*attention +
+ * (1-alpha)*score and last access = current step. attention may be NULL (each counts as 1.0).
+ * Blocks outside the fastest tier may be promoted by the configured rule (asynchronously).
+ * The batch is checked first: \return CXLT_ERROR_INVALID_ARGUMENT (an attention value outside
+ * [0,1] or not finite) or CXLT_ERROR_NOT_FOUND (a key not resident) with nothing applied.
+ */
+CXLT_API cxlt_result_t cxlt_block_access(cxlt_runtime_t *rt, const cxlt_key_t *keys,
+                                         const float *attention, size_t n) CXLT_NOEXCEPT;
+/** As cxlt_block_access, by the handles that admit/lookup returned (no hashing). A stale handle gives CXLT_ERROR_NOT_FOUND. */
+CXLT_API cxlt_result_t cxlt_block_access_handles(cxlt_runtime_t *rt, const uint64_t *handles,
+                                                 const float *attention, size_t n) CXLT_NOEXCEPT;
+
+/** Where the block is now. \return CXLT_ERROR_NOT_FOUND if it is resident nowhere. */
+CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+
+/**
+ * Pin a resident block: it will not move or be dropped until unpinned, and out->data stays
+ * valid. Pins nest. If the block is being migrated, waits for that copy to finish.
+ */
+CXLT_API cxlt_result_t cxlt_block_pin(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+/** Undo one pin. \return CXLT_ERROR_INVALID_ARGUMENT if the block is not pinned. */
+CXLT_API cxlt_result_t cxlt_block_unpin(cxlt_runtime_t *rt, cxlt_key_t key) CXLT_NOEXCEPT;
+
+/**
+ * The sequence that owned the block ended. The block stays cached (and evictable) unless
+ * `forget` is non-zero, in which case its bytes are freed now (its policy state is kept).
+ * \return CXLT_ERROR_NOT_FOUND if not resident, CXLT_ERROR_BUSY if pinned.
+ */
+CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, int forget) CXLT_NOEXCEPT;
+
+/** The block's policy state (resident or not). \return CXLT_ERROR_NOT_FOUND if never seen (or forgotten). */
+CXLT_API cxlt_result_t cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) CXLT_NOEXCEPT;
+
+/** Advance the decode clock by one step. */
+CXLT_API cxlt_result_t cxlt_step(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+/** The current decode step. */
+CXLT_API cxlt_result_t cxlt_current_step(cxlt_runtime_t *rt, uint64_t *out) CXLT_NOEXCEPT;
+
+/** Wait until no migration is queued or in flight (timeout_ms < 0: forever). */
+CXLT_API cxlt_result_t cxlt_runtime_wait_idle(cxlt_runtime_t *rt, int64_t timeout_ms) CXLT_NOEXCEPT;
+/** Write the score-store checkpoint now (atomic: write, fsync, rename). */
+CXLT_API cxlt_result_t cxlt_runtime_checkpoint(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+
+/** Number of tiers of the runtime. */
+CXLT_API cxlt_result_t cxlt_runtime_tier_count(cxlt_runtime_t *rt, size_t *out) CXLT_NOEXCEPT;
+/** Description and occupancy of tier `rank`. */
+CXLT_API cxlt_result_t cxlt_runtime_tier_info(cxlt_runtime_t *rt, size_t rank, cxlt_tier_info_t *out) CXLT_NOEXCEPT;
+
+/* --- Stats -------------------------------------------------------------------------------- */
+#define CXLT_STATS_VERSION 1
+#define CXLT_MAX_TIERS 8
+
+typedef struct {
+  uint64_t budget_bytes;  /**< configured budget */
+  uint64_t used_bytes;    /**< bytes of resident blocks */
+  uint64_t blocks;        /**< resident blocks */
+  uint64_t hits;          /**< accesses that found the block in this tier (higher is better) */
+  uint64_t admissions;    /**< blocks admitted straight into this tier */
+} cxlt_tier_stats_t;
+
+/** Counters since open. Set `size` to sizeof(cxlt_stats_t) and `version` to CXLT_STATS_VERSION. */
+typedef struct {
+  size_t size;
+  uint32_t version;
+  uint32_t tier_count;
+  cxlt_tier_stats_t tier[CXLT_MAX_TIERS];
+  uint64_t accesses;              /**< block accesses recorded */
+  uint64_t misses;                /**< accesses or admissions of blocks resident nowhere */
+  uint64_t promotions;            /**< blocks moved to a faster tier */
+  uint64_t demotions;             /**< blocks moved to a slower tier */
+  uint64_t drops;                 /**< blocks dropped from the last tier (state kept) */
+  uint64_t readmissions_restored; /**< admissions that restored a stored state */
+  uint64_t migration_failures;    /**< copies that failed (blocks left where they were) */
+  uint64_t pair_bytes[CXLT_MAX_TIERS][CXLT_MAX_TIERS];  /**< bytes moved from tier i to tier j */
+  uint64_t pair_blocks[CXLT_MAX_TIERS][CXLT_MAX_TIERS]; /**< blocks moved from tier i to tier j */
+  uint64_t pair_ns[CXLT_MAX_TIERS][CXLT_MAX_TIERS];     /**< copy time from i to j, ns */
+  uint64_t store_entries;         /**< policy states in the score store */
+  uint64_t store_forgotten;       /**< states forgotten because the store was full */
+  uint64_t reserved[8];
+} cxlt_stats_t;
+
+/** Fill *out. \return CXLT_ERROR_INVALID_ARGUMENT if out->size or out->version is not one this library knows. */
+CXLT_API cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) CXLT_NOEXCEPT;
+/** The same counters as a JSON object, NUL-terminated, into buf; *needed gets the size with the NUL. */
+CXLT_API cxlt_result_t cxlt_stats_json(cxlt_runtime_t *rt, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CXLTIER_CXLTIER_H */

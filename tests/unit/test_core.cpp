@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// Keys, geometry and the unit parsers.
+#include <cxltier/error.hpp>
+#include <cxltier/key.hpp>
+#include <cxltier/units.hpp>
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace cxltier;
+
+TEST(Geometry, CanonicalModelIsFiveMiB) {
+  BlockGeometry g;
+  EXPECT_EQ(g.bytes_per_token(), 327680u);
+  EXPECT_EQ(g.bytes(), 5242880u);
+  EXPECT_EQ(format_bytes(g.bytes()), "5.00 MiB");
+}
+
+TEST(Geometry, RejectsZeroAndOverflow) {
+  BlockGeometry g;
+  g.head_dim = 0;
+  try {
+    (void)g.bytes();
+    FAIL() << "zero head_dim accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos);
+  }
+  BlockGeometry big{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 16, true};
+  EXPECT_THROW((void)big.bytes(), Error);
+  BlockGeometry latent{61, 1, 576, 2, 16, false};
+  EXPECT_EQ(latent.bytes(), 61u * 576u * 2u * 16u);
+}
+
+TEST(Keys, SequenceKeysAreStableAndDistinct) {
+  std::set<Key> seen;
+  for (uint64_t s = 0; s < 100; ++s)
+    for (uint64_t b = 0; b < 100; ++b) seen.insert(key_from_sequence(s, b));
+  EXPECT_EQ(seen.size(), 10000u);
+  EXPECT_EQ(key_from_sequence(7, 3), key_from_sequence(7, 3));
+  EXPECT_NE(key_from_sequence(7, 3), key_from_sequence(3, 7));
+}
+
+TEST(Keys, ContentKeysChainOverThePrefix) {
+  int32_t a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = b[i] = i;
+  Key pa = key_from_tokens({}, a, 16), pb = key_from_tokens({}, b, 16);
+  EXPECT_EQ(pa, pb);  // identical first blocks in two sequences share a key
+  Key ca = key_from_tokens(pa, a, 16);
+  b[3] = 99;
+  Key pb2 = key_from_tokens({}, b, 16);
+  EXPECT_NE(pa, pb2);
+  EXPECT_NE(key_from_tokens(pb2, a, 16), ca);  // a different prefix changes every later key
+  EXPECT_NE(key_from_tokens({}, a, 16), key_from_sequence(0, 0));
+  EXPECT_EQ(Key({1, 2}).hex(), "00000000000000010000000000000002");
+}
+
+TEST(Units, Sizes) {
+  EXPECT_EQ(parse_size("5MiB", "x"), 5242880u);
+  EXPECT_EQ(parse_size("5 MiB", "x"), 5242880u);
+  EXPECT_EQ(parse_size("4k", "x"), 4096u);
+  EXPECT_EQ(parse_size("1.5GiB", "x"), 1610612736u);
+  EXPECT_EQ(parse_size("2GB", "x"), 2000000000u);
+  EXPECT_EQ(parse_size("123", "x"), 123u);
+  for (const char *bad : {"", "-1", "5 XB", "GiB", "0.3B", "99999999999999999999", "1e3", "16EiB", "17179869184GiB"})
+    EXPECT_THROW(parse_size(bad, "budget"), Error) << bad;
+  try {
+    parse_size("12 parsecs", "--budget");
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("--budget"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("12 parsecs"), std::string::npos);
+  }
+}
+
+TEST(Units, NumbersAndLists) {
+  EXPECT_DOUBLE_EQ(parse_double("0.05", "alpha"), 0.05);
+  EXPECT_THROW(parse_double("nan", "alpha"), Error);
+  EXPECT_THROW(parse_double("inf", "alpha"), Error);
+  EXPECT_THROW(parse_double("0x1p3", "alpha"), Error);
+  EXPECT_THROW(parse_double("1e999", "alpha"), Error);
+  EXPECT_TRUE(parse_bool("Yes", "b"));
+  EXPECT_FALSE(parse_bool("off", "b"));
+  EXPECT_THROW(parse_bool("maybe", "b"), Error);
+  auto l = parse_double_list("0.01, 0.05,0.1", "alpha");
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_DOUBLE_EQ(l[1], 0.05);
+  EXPECT_THROW(parse_double_list("0.1,,0.2", "alpha"), Error);
+  EXPECT_EQ(parse_size_list("1GiB,2GiB", "c")[1], 2147483648u);
+  EXPECT_EQ(parse_u64("18446744073709551615", "n"), 18446744073709551615ull);
+  EXPECT_THROW(parse_u64("18446744073709551616", "n"), Error);
+  EXPECT_EQ(parse_i64("-5", "n"), -5);
+}

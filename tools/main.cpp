@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// cxltier: command-line entry point. Parses with CLI11, dispatches to the subcommand, and turns
+// errors into one line on stderr and an exit status (see commands.hpp).
+#include "commands.hpp"
+
+#include <cxltier/cxltier.h>
+#include <cxltier/error.hpp>
+
+#include "cxlt_config.h"
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char **argv) {
+  using namespace cxltier::cli;
+  CLI::App app{"cxltier: a memory-tier runtime for LLM KV caches (HBM, DRAM, CXL-attached DRAM, NVM, GPU memory)",
+               "cxltier"};
+  app.set_version_flag("--version", CXLT_VERSION_STRING);
+  app.require_subcommand(1);
+  Registry reg;
+  // subcommands register here
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitBadInput;
+  }
+  for (const auto &e : reg.entries) {
+    if (!e.sub->parsed()) continue;
+    try {
+      return e.run();
+    } catch (const cxltier::Error &err) {
+      std::fprintf(stderr, "cxltier %s: error: %s\n", e.sub->get_name().c_str(), err.what());
+      switch (err.code()) {
+        case CXLT_ERROR_UNKNOWN:
+        case CXLT_ERROR_OUT_OF_HOST_MEMORY: return kExitInternal;
+        case CXLT_ERROR_BACKEND:
+        case CXLT_ERROR_OUT_OF_TIER_MEMORY:
+        case CXLT_ERROR_TIMEOUT: return kExitCheckFailed;
+        default: return kExitBadInput;
+      }
+    } catch (const std::exception &err) {
+      std::fprintf(stderr, "cxltier %s: internal error: %s\n", e.sub->get_name().c_str(), err.what());
+      return kExitInternal;
+    }
+  }
+  return kExitBadInput;
+}
