@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The cxltier command-line tool: each subcommand lives in its own cmd_<name>.cpp and registers
-// itself with the App here. Exit status: 0 success, 1 the work ran but a check failed, 2 bad
+// itself at start-up with a static Registrar (the one kind of global allowed here, as in
+// libcamera's factories). Exit status: 0 success, 1 the work ran but a check failed, 2 bad
 // input (a flag, a file, a configuration), 3 an internal error.
 #pragma once
 
@@ -17,16 +18,19 @@ constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitInternal = 3;
 
-struct Registry {
-  struct Entry {
-    CLI::App *sub;
-    std::function<int()> run;
-  };
-  std::vector<Entry> entries;
-  void add(CLI::App *sub, std::function<int()> run) { entries.push_back({sub, std::move(run)}); }
+// A subcommand: `setup` adds it to the app (flags, help) and returns the function that runs it
+// once parsing succeeded.
+using CommandSetup = std::function<std::function<int()>(CLI::App &app)>;
+
+struct CommandInfo {
+  int order;  // position in --help
+  CommandSetup setup;
 };
 
-// One per subcommand (tools/cmd_<name>.cpp).
-void register_topo(CLI::App &app, Registry &reg);
+std::vector<CommandInfo> &command_registry();
+
+struct Registrar {
+  Registrar(int order, CommandSetup setup) { command_registry().push_back({order, std::move(setup)}); }
+};
 
 }  // namespace cxltier::cli

@@ -8,8 +8,16 @@
 
 #include "cxlt_config.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+
+namespace cxltier::cli {
+std::vector<CommandInfo> &command_registry() {
+  static std::vector<CommandInfo> registry;
+  return registry;
+}
+}  // namespace cxltier::cli
 
 int main(int argc, char **argv) {
   using namespace cxltier::cli;
@@ -17,20 +25,28 @@ int main(int argc, char **argv) {
                "cxltier"};
   app.set_version_flag("--version", CXLT_VERSION_STRING);
   app.require_subcommand(1);
-  Registry reg;
-  // subcommands register here
+  auto &registry = command_registry();
+  std::stable_sort(registry.begin(), registry.end(),
+                   [](const CommandInfo &a, const CommandInfo &b) { return a.order < b.order; });
+  std::vector<std::pair<CLI::App *, std::function<int()>>> runners;
+  for (const CommandInfo &c : registry) {
+    size_t before = app.get_subcommands({}).size();
+    auto run = c.setup(app);
+    auto subs = app.get_subcommands({});
+    if (subs.size() == before + 1) runners.emplace_back(subs.back(), std::move(run));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitBadInput;
   }
-  for (const auto &e : reg.entries) {
-    if (!e.sub->parsed()) continue;
+  for (auto &[sub, run] : runners) {
+    if (!sub->parsed()) continue;
     try {
-      return e.run();
+      return run();
     } catch (const cxltier::Error &err) {
-      std::fprintf(stderr, "cxltier %s: error: %s\n", e.sub->get_name().c_str(), err.what());
+      std::fprintf(stderr, "cxltier %s: error: %s\n", sub->get_name().c_str(), err.what());
       switch (err.code()) {
         case CXLT_ERROR_UNKNOWN:
         case CXLT_ERROR_OUT_OF_HOST_MEMORY: return kExitInternal;
@@ -40,7 +56,7 @@ int main(int argc, char **argv) {
         default: return kExitBadInput;
       }
     } catch (const std::exception &err) {
-      std::fprintf(stderr, "cxltier %s: internal error: %s\n", e.sub->get_name().c_str(), err.what());
+      std::fprintf(stderr, "cxltier %s: internal error: %s\n", sub->get_name().c_str(), err.what());
       return kExitInternal;
     }
   }
