@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// The eviction-policy contract: one instance per tier orders that tier's resident blocks and
+// names the next victim. Blocks are named by NodeId, the stable index of their entry in the
+// score store, so that a policy keeps per-block data in flat arrays (no per-block allocation).
+//
+// Contract (every policy, checked by tests/policy/test_policies.cpp):
+//  - insert(id) when a block becomes resident in this tier (admitted, or moved in);
+//    erase(id, reason) when it leaves; access(id) after its state was updated by a reference.
+//  - victim(now, eligible) returns the block to evict next among resident blocks for which
+//    eligible(id) is true (pinned blocks are not), without removing it; the caller then erases
+//    it with reason evicted. It is exact: the policy's order, with its stated tie-break.
+//  - before_admit(id, ...) is called on a miss, before any victim() for that admission and
+//    before insert(id): ARC adapts there; others ignore it.
+//  - forget(id): the store dropped the id's state (ARC's ghost lists hold ids).
+//  - Hot-path members are noexcept and do not allocate once the policy has seen its
+//    steady-state size (vectors keep their capacity).
+#pragma once
+
+#include <cxltier/key.hpp>
+#include <cxltier/policy.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace cxltier {
+
+using NodeId = uint32_t;
+constexpr NodeId kNoNode = 0xffffffffu;
+
+enum class EraseReason : uint8_t {
+  evicted,   // chosen by victim() to make room (demoted or dropped)
+  moved,     // promoted or moved for another reason than this tier's capacity
+  released,  // the engine freed its bytes
+};
+
+// A predicate over NodeIds, without std::function's allocation.
+struct Eligible {
+  bool (*fn)(const void *ctx, NodeId id) noexcept = nullptr;
+  const void *ctx = nullptr;
+  bool operator()(NodeId id) const noexcept { return fn == nullptr || fn(ctx, id); }
+  static Eligible all() noexcept { return {}; }
+};
+
+struct PolicyConfig {
+  PolicyKind kind = PolicyKind::lrfu;
+  LrfuParams lrfu;
+  uint64_t capacity_blocks = 0;  // ARC's c; others ignore it
+  unsigned index_buckets = 256;  // LRFU index score buckets
+  bool audit = false;            // LRFU: check every victim against the brute-force scan (debug)
+};
+
+class EvictionPolicy {
+public:
+  virtual ~EvictionPolicy() = default;
+  virtual const char *name() const noexcept = 0;
+  // Ids below n may be used from now on (called when the store grows; may allocate).
+  virtual void reserve_ids(size_t n) = 0;
+  virtual void insert(NodeId id, const Key &key, const PolicyState &st) noexcept = 0;
+  virtual void erase(NodeId id, EraseReason why) noexcept = 0;
+  virtual void access(NodeId id, const PolicyState &st) noexcept = 0;
+  virtual NodeId victim(uint64_t now, Eligible eligible) noexcept = 0;  // kNoNode if none
+  virtual void before_admit(NodeId /*id*/, const Key & /*key*/) noexcept {}
+  virtual void forget(NodeId /*id*/) noexcept {}
+  virtual size_t size() const noexcept = 0;
+  // OPT only: the step at which `id` is referenced next (UINT64_MAX: never).
+  virtual void set_next_use(NodeId /*id*/, uint64_t /*next*/) noexcept {}
+  // Check internal invariants (tests, debug level 3). Returns an empty string when valid.
+  virtual std::string validate() const { return {}; }
+};
+
+std::unique_ptr<EvictionPolicy> make_policy(const PolicyConfig &cfg);
+
+}  // namespace cxltier

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// The exact LRFU eviction index, and the brute-force auditor it is checked against.
+//
+// The decision: among resident, eligible blocks, evict the one with the highest
+// lrfu_priority(score, now - last_access); ties go to the block that comes first in the
+// mode's order:
+//   recency order (beta > 0, or decay mode): older last access, then lower score, then the
+//       smaller key;
+//   score order (touch mode with beta = 0, where priority = 1 - score): lower score, then older
+//       last access, then the smaller key.
+//
+// Why not a heap of priorities: priorities decay with time at different rates (the order of
+// two blocks flips as `now` advances), so any structure keyed on a priority computed at some
+// earlier step picks the wrong victim. That was the defect that inverted an earlier simulation
+// of this very policy. Instead:
+//   - blocks are kept in B score buckets (bucket b holds stored scores in [b/B, (b+1)/B));
+//   - each bucket is a min-heap in the mode's order, so a node's subtree holds only blocks that
+//     are no older (recency order) or no lower-scored (score order) than the node;
+//   - priority is monotone: higher with more idle steps, lower with a higher score. So the
+//     priority of any block in a subtree is bounded by the priority at (bucket's lowest score,
+//     the subtree root's idle steps), and blocks of the root's own step by the root itself;
+//   - victim(): best-first branch and bound over all bucket heaps, visiting subtrees in order of
+//     their bound and stopping when no bound can beat the best block found. Bounds are inflated
+//     by a relative 1e-12 so floating-point rounding in exp/pow can never prune the true victim,
+//     and every candidate is compared with the same lrfu_priority() the auditor uses.
+// Updates are lazy: an access pushes a new entry and makes the old one stale (version check);
+// stale entries still bound their subtrees correctly and are dropped at the root and by a
+// compaction when they outnumber the live ones. Access and insert are O(1) amortized when the
+// touched block becomes the newest (sift-up stops at once); victim() examines the blocks whose
+// priority is within the bucket width of the victim's, typically a few dozen.
+#pragma once
+
+#include "policy/eviction.hpp"
+#include "policy/lazy_heap.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace cxltier {
+
+class LrfuIndex final : public EvictionPolicy {
+public:
+  LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit);
+
+  const char *name() const noexcept override { return "lrfu"; }
+  void reserve_ids(size_t n) override;
+  void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
+  void erase(NodeId id, EraseReason why) noexcept override;
+  void access(NodeId id, const PolicyState &st) noexcept override;
+  NodeId victim(uint64_t now, Eligible eligible) noexcept override;
+  size_t size() const noexcept override { return live_.size(); }
+  std::string validate() const override;
+
+  // The auditor: the same decision by a full scan of every resident block.
+  NodeId victim_bruteforce(uint64_t now, Eligible eligible) const noexcept;
+
+  // True if a evicts before b (the decision order above). Public for the tests.
+  bool evicts_before(double pa, uint64_t ta, double sa, const Key &ka, double pb, uint64_t tb, double sb,
+                     const Key &kb) const noexcept;
+
+  struct Stats {
+    uint64_t victims = 0;           // victim() calls that found a block
+    uint64_t entries_examined = 0;  // heap entries visited by victim()
+    uint64_t compactions = 0;
+    uint64_t audits = 0;
+    uint64_t audit_disagreements = 0;  // must stay 0
+  };
+  const Stats &stats() const noexcept { return stats_; }
+  bool score_order() const noexcept { return score_order_; }
+
+private:
+  struct Entry {
+    uint64_t t;        // last access
+    double s;          // stored score
+    Key key;
+    NodeId id;
+    uint32_t version;
+  };
+  struct Less {
+    bool score_order = false;
+    bool operator()(const Entry &a, const Entry &b) const noexcept {
+      if (score_order) {
+        if (a.s != b.s) return a.s < b.s;
+        if (a.t != b.t) return a.t < b.t;
+      } else {
+        if (a.t != b.t) return a.t < b.t;
+        if (a.s != b.s) return a.s < b.s;
+      }
+      return a.key < b.key;
+    }
+  };
+  using Heap = LazyHeap<Entry, Less>;
+  struct Candidate {
+    double bound;
+    uint32_t bucket;
+    uint32_t index;
+    bool dominated_same_step;  // parent was a live, eligible block of the same step
+  };
+
+  unsigned bucket_of(double s) const noexcept;
+  double bucket_low(unsigned b) const noexcept { return static_cast<double>(b) / static_cast<double>(nbuckets_); }
+  bool stale(const Entry &e) const noexcept { return e.version != version_[e.id]; }
+  double prio(double s, uint64_t t, uint64_t now) const noexcept;
+  double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
+  void push_entry(unsigned b, const Entry &e);
+  void push_candidate(const Candidate &c);
+  Candidate pop_candidate() noexcept;
+  void maybe_compact();
+  NodeId search(uint64_t now, Eligible eligible) noexcept;
+
+  LrfuParams params_;
+  unsigned nbuckets_;
+  bool score_order_;
+  bool audit_;
+  std::vector<Heap> heaps_;
+  std::vector<uint32_t> live_in_bucket_;
+  // Lowest stored score of any entry (live or stale) in each bucket since its last compaction:
+  // a tighter lower bound than the bucket's edge when a bucket holds few distinct scores (with
+  // attention 1.0 every score is one of the levels 1-(1-alpha)^k).
+  std::vector<double> min_score_;
+  size_t total_entries_ = 0;
+
+  // Per id: current state (the auditor reads it), version, bucket, place in live_.
+  std::vector<uint32_t> version_;
+  std::vector<double> score_;
+  std::vector<uint64_t> t_;
+  std::vector<Key> key_;
+  std::vector<uint32_t> bucket_;
+  std::vector<uint32_t> live_pos_;
+  std::vector<NodeId> live_;
+
+  std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity
+  Stats stats_;
+};
+
+}  // namespace cxltier

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// The identity-keyed score store: every block's policy state, keyed by its 128-bit identity,
+// whether or not the block is resident anywhere. The runtime also keeps a block's residency in
+// the same entry, so one hash lookup answers both "where is it" and "how hot is it"; an entry's
+// NodeId is stable for its lifetime and indexes every policy's per-block arrays.
+//
+// Bounded memory: with a capacity, inserting into a full store forgets one non-resident state,
+// the one that matters least to future decisions (see forget order below); resident states are
+// never forgotten. Capacity 0 means grow without bound (trace replay).
+//
+// Durable on request: save() writes a checkpoint atomically (a new file written, fsynced and
+// renamed over the old one, then the directory fsynced), with a version, per-chunk and
+// whole-file checksums; load() validates the whole file before anything is replaced, so a
+// truncated, corrupt or foreign file is refused and the store keeps what it had.
+//
+// Not thread-safe: the runtime serialises access under its own lock.
+#pragma once
+
+#include "policy/eviction.hpp"
+
+#include <cxltier/key.hpp>
+#include <cxltier/policy.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cxltier {
+
+struct StoreEntry {
+  Key key;
+  PolicyState st;
+  uint32_t slot = 0xffffffffu;  // the runtime's pool slot while resident
+  uint32_t generation = 0;      // bumped whenever this NodeId is reused for another key
+  int8_t tier = -1;             // tier rank while resident, -1 when resident nowhere
+  uint8_t flags = 0;            // runtime flags
+  uint16_t pins = 0;            // runtime pin count
+  uint32_t aux = 0;             // runtime use (a migration's destination slot)
+};
+static_assert(sizeof(StoreEntry) == 64, "one cache line per entry");
+
+struct StoreOptions {
+  uint64_t capacity = 1u << 20;   // most states kept; 0: grow without bound
+  PolicyKind forget_by = PolicyKind::lrfu;  // what "matters least" means (see forget order)
+  LrfuParams lrfu;                // decay mode changes the LRFU forget order
+};
+
+// What a checkpoint carries besides the states.
+struct CheckpointMeta {
+  uint64_t current_step = 0;
+  uint64_t current_tick = 0;
+  double alpha = 0.05;
+  double beta = 0.001;
+  ScoreMode mode = ScoreMode::touch;
+};
+
+struct LoadedCheckpoint {
+  CheckpointMeta meta;
+  std::vector<std::pair<Key, PolicyState>> states;
+};
+
+class ScoreStore {
+public:
+  explicit ScoreStore(const StoreOptions &opt);
+
+  NodeId find(const Key &key) const noexcept;
+  // Insert a fresh (zero) state for a key that is not present. When the store is full, the
+  // non-resident state that matters least is forgotten first and its NodeId reused; *forgotten
+  // is that id (kNoNode if none), so the caller can tell the policies. Throws
+  // Error(CXLT_ERROR_OUT_OF_HOST_MEMORY) if the store is full of resident states.
+  NodeId insert(const Key &key, NodeId *forgotten);
+  // Forget one state now (it must not be resident).
+  void erase(NodeId id) noexcept;
+
+  StoreEntry &operator[](NodeId id) noexcept { return entries_[id]; }
+  const StoreEntry &operator[](NodeId id) const noexcept { return entries_[id]; }
+  bool valid(NodeId id) const noexcept { return id < entries_.size() && in_use_[id]; }
+
+  // The runtime calls these when a block becomes resident somewhere / resident nowhere, so the
+  // store knows which states it may forget.
+  void set_resident(NodeId id, bool resident) noexcept;
+
+  size_t size() const noexcept { return size_; }
+  uint64_t capacity() const noexcept { return opt_.capacity; }
+  // Every NodeId handed out so far is below this (policies size their arrays to it).
+  size_t id_limit() const noexcept { return entries_.size(); }
+  uint64_t forgotten_total() const noexcept { return forgotten_total_; }
+
+  template <typename F>
+  void for_each(F &&f) const {
+    for (NodeId id = 0; id < entries_.size(); ++id)
+      if (in_use_[id]) f(id, entries_[id]);
+  }
+
+  // Checkpoints. save() throws Error(CXLT_ERROR_IO) and leaves the previous file intact on any
+  // failure; load() throws CXLT_ERROR_IO (missing, unreadable, a symbolic link) or
+  // CXLT_ERROR_CORRUPT (truncated, damaged, foreign, or from a newer format) naming the file.
+  void save(const std::string &path, const CheckpointMeta &meta) const;
+  static LoadedCheckpoint load(const std::string &path);
+  // Replace the whole content by a loaded checkpoint (all states non-resident). Throws (and
+  // changes nothing) if the checkpoint holds more states than a bounded store's capacity.
+  void replace_with(const LoadedCheckpoint &cp);
+
+  // Invariant check for tests; empty when valid.
+  std::string validate() const;
+
+private:
+  struct Slot {
+    NodeId id;
+    uint32_t tag;
+  };
+  struct ForgetKey {
+    double value;     // lower is forgotten first
+    uint64_t t;       // then the older last access
+    Key key;          // then the smaller key
+    bool operator<(const ForgetKey &o) const noexcept {
+      if (value != o.value) return value < o.value;
+      if (t != o.t) return t < o.t;
+      return key < o.key;
+    }
+  };
+
+  size_t home(const Key &k) const noexcept { return static_cast<size_t>(key_hash(k)) & mask_; }
+  static uint32_t tag(const Key &k) noexcept { return static_cast<uint32_t>(key_hash(k) >> 32); }
+  void index_insert(NodeId id) noexcept;
+  void index_erase(NodeId id) noexcept;
+  void rehash(size_t table_size);
+  ForgetKey forget_key(const StoreEntry &e) const noexcept;
+  void fheap_push(NodeId id) noexcept;
+  void fheap_remove(NodeId id) noexcept;
+  void fheap_sift_up(size_t i) noexcept;
+  void fheap_sift_down(size_t i) noexcept;
+  NodeId allocate_id();
+
+  StoreOptions opt_;
+  std::vector<StoreEntry> entries_;
+  std::vector<uint8_t> in_use_;
+  std::vector<NodeId> free_ids_;
+  std::vector<Slot> table_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+  uint64_t forgotten_total_ = 0;
+  // Min-heap of non-resident states by forget order, with each id's position.
+  std::vector<NodeId> fheap_;
+  std::vector<ForgetKey> fkey_;
+  std::vector<uint32_t> fpos_;
+};
+
+}  // namespace cxltier

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+// The score store: lookups, bounded forgetting in the documented order, checkpoints that
+// round-trip, refuse every kind of damage without changing the store, and survive a writer
+// killed at any moment.
+#include "policy/score_store.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <random>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <unordered_map>
+
+using namespace cxltier;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/cxlt-store-XXXXXX";
+  char *d = mkdtemp(tmpl);
+  if (!d) throw std::runtime_error("mkdtemp");
+  return d;
+}
+
+std::string read_file(const std::string &p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::string &p, const std::string &data) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+Key k(uint64_t i) { return key_from_sequence(i, i * 3); }
+
+}  // namespace
+
+TEST(ScoreStore, InsertFindEraseGrow) {
+  ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+  std::unordered_map<uint64_t, NodeId> ids;
+  for (uint64_t i = 0; i < 100000; ++i) ids[i] = s.insert(k(i), nullptr);
+  EXPECT_EQ(s.size(), 100000u);
+  for (uint64_t i = 0; i < 100000; ++i) ASSERT_EQ(s.find(k(i)), ids[i]);
+  EXPECT_EQ(s.find(k(100000)), kNoNode);
+  for (uint64_t i = 0; i < 100000; i += 3) s.erase(ids[i]);
+  for (uint64_t i = 0; i < 100000; ++i) ASSERT_EQ(s.find(k(i)) == kNoNode, i % 3 == 0) << i;
+  EXPECT_EQ(s.validate(), "");
+  // Reused ids get a new generation, so old handles can be told apart.
+  uint32_t old_gen = s[ids[0]].generation;
+  NodeId again = s.insert(k(999999), nullptr);
+  EXPECT_EQ(again, ids[99999 - 99999 % 3]);  // last freed id is reused first
+  EXPECT_NE(s[again].generation, old_gen);
+}
+
+TEST(ScoreStore, ForgetsLowestScoreNonResidentFirst) {
+  ScoreStore s(StoreOptions{4, PolicyKind::lrfu, {}});
+  NodeId a = s.insert(k(1), nullptr), b = s.insert(k(2), nullptr), c = s.insert(k(3), nullptr),
+         d = s.insert(k(4), nullptr);
+  auto set = [&](NodeId id, double score, uint64_t t, bool resident) {
+    s[id].st.score = score;
+    s[id].st.last_access = t;
+    s.set_resident(id, true);  // re-key: leave and re-enter the forget order
+    s[id].tier = resident ? 0 : -1;
+    if (!resident) s.set_resident(id, false);
+  };
+  set(a, 0.30, 5, false);
+  set(b, 0.10, 9, true);   // lowest score but resident: never forgotten
+  set(c, 0.20, 7, false);
+  set(d, 0.20, 3, false);  // ties with c on score, older: forgotten before c
+  NodeId forgotten = kNoNode;
+  NodeId e = s.insert(k(5), &forgotten);
+  EXPECT_EQ(forgotten, d);
+  EXPECT_EQ(e, d);
+  EXPECT_EQ(s.find(k(4)), kNoNode);
+  set(e, 0.9, 10, true);
+  s.insert(k(6), &forgotten);
+  EXPECT_EQ(forgotten, c);
+  EXPECT_EQ(s.forgotten_total(), 2u);
+  EXPECT_EQ(s.validate(), "");
+  // Full of resident states: a clear error, nothing changed.
+  ScoreStore full(StoreOptions{2, PolicyKind::lrfu, {}});
+  for (int i = 0; i < 2; ++i) {
+    NodeId id = full.insert(k(100 + i), nullptr);
+    full[id].tier = 0;
+    full.set_resident(id, true);
+  }
+  try {
+    full.insert(k(200), nullptr);
+    FAIL() << "insert into a store full of resident states succeeded";
+  } catch (const Error &err) {
+    EXPECT_NE(std::string(err.what()).find("store.capacity"), std::string::npos);
+  }
+  EXPECT_EQ(full.size(), 2u);
+}
+
+TEST(ScoreStore, ForgetOrderLfuAndDecay) {
+  ScoreStore lfu(StoreOptions{2, PolicyKind::lfu, {}});
+  NodeId a = lfu.insert(k(1), nullptr), b = lfu.insert(k(2), nullptr);
+  lfu.set_resident(a, true); lfu[a].st.accesses = 9; lfu.set_resident(a, false);
+  lfu.set_resident(b, true); lfu[b].st.accesses = 2; lfu.set_resident(b, false);
+  NodeId f = kNoNode;
+  lfu.insert(k(3), &f);
+  EXPECT_EQ(f, b);
+  // Decay mode: 0.5 accessed at step 0 is lower now than 0.3 accessed at step 20 (alpha 0.05).
+  LrfuParams dp;
+  dp.mode = ScoreMode::decay;
+  ScoreStore dec(StoreOptions{2, PolicyKind::lrfu, dp});
+  NodeId x = dec.insert(k(1), nullptr), y = dec.insert(k(2), nullptr);
+  dec.set_resident(x, true); dec[x].st = PolicyState{0.5, 0, 1, 1}; dec.set_resident(x, false);
+  dec.set_resident(y, true); dec[y].st = PolicyState{0.3, 20, 1, 2}; dec.set_resident(y, false);
+  dec.insert(k(3), &f);
+  EXPECT_EQ(f, x);  // 0.5 * 0.95^20 = 0.179 < 0.3
+}
+
+TEST(ScoreStore, CheckpointRoundTrip) {
+  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+  std::mt19937_64 rng(3);
+  for (uint64_t i = 0; i < 10000; ++i) {
+    NodeId id = s.insert(k(i), nullptr);
+    s[id].st = PolicyState{static_cast<double>(rng() % 1000) / 1000.0, rng() % 5000, rng() % 50, i};
+  }
+  CheckpointMeta meta{4242, 9999, 0.05, 0.001, ScoreMode::touch};
+  s.save(path, meta);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "checkpoints are owner-only";
+  LoadedCheckpoint cp = ScoreStore::load(path);
+  EXPECT_EQ(cp.meta.current_step, 4242u);
+  EXPECT_EQ(cp.meta.current_tick, 9999u);
+  ASSERT_EQ(cp.states.size(), 10000u);
+  ScoreStore t(StoreOptions{0, PolicyKind::lrfu, {}});
+  t.replace_with(cp);
+  s.for_each([&](NodeId, const StoreEntry &e) {
+    NodeId id = t.find(e.key);
+    ASSERT_NE(id, kNoNode);
+    EXPECT_EQ(t[id].st.score, e.st.score);
+    EXPECT_EQ(t[id].st.last_access, e.st.last_access);
+    EXPECT_EQ(t[id].st.accesses, e.st.accesses);
+    EXPECT_EQ(t[id].tier, -1);
+  });
+  EXPECT_EQ(t.validate(), "");
+  // A bounded store smaller than the checkpoint refuses it whole.
+  ScoreStore small(StoreOptions{100, PolicyKind::lrfu, {}});
+  NodeId keep = small.insert(k(777777), nullptr);
+  EXPECT_THROW(small.replace_with(cp), Error);
+  EXPECT_EQ(small.find(k(777777)), keep);
+}
+
+TEST(ScoreStore, DamagedFilesAreRefusedAndNothingIsLoaded) {
+  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+  for (uint64_t i = 0; i < 5000; ++i) {
+    NodeId id = s.insert(k(i), nullptr);
+    s[id].st.score = 0.25;
+  }
+  s.save(path, CheckpointMeta{});
+  const std::string good = read_file(path);
+  auto expect_refused = [&](const std::string &bytes, cxlt_result_t code, const char *what) {
+    std::string p = dir + "/bad.cxlt";
+    write_file(p, bytes);
+    try {
+      (void)ScoreStore::load(p);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error &e) {
+      EXPECT_EQ(e.code(), code) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "message names the file: " << e.what();
+    }
+  };
+  // Truncated at many lengths (including inside the header and the footer).
+  for (size_t len : {size_t(0), size_t(4), size_t(63), size_t(64), size_t(100), good.size() / 2, good.size() - 33,
+                     good.size() - 1})
+    expect_refused(good.substr(0, len), CXLT_ERROR_CORRUPT, "truncated");
+  // One flipped bit anywhere.
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    std::string bad = good;
+    size_t at = rng() % bad.size();
+    bad[at] = static_cast<char>(bad[at] ^ (1 << (rng() % 8)));
+    expect_refused(bad, CXLT_ERROR_CORRUPT, "bit flip");
+  }
+  expect_refused(good + "x", CXLT_ERROR_CORRUPT, "trailing byte");
+  expect_refused(std::string("PK\x03\x04 this is a zip file, not ours", 36), CXLT_ERROR_CORRUPT, "foreign");
+  std::string newer = good;
+  newer[8] = 2;
+  expect_refused(newer, CXLT_ERROR_CORRUPT, "newer version");
+  // Missing file and a planted symbolic link.
+  EXPECT_THROW((void)ScoreStore::load(dir + "/missing.cxlt"), Error);
+  std::string link = dir + "/link.cxlt";
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  try {
+    (void)ScoreStore::load(link);
+    ADD_FAILURE() << "loaded through a symbolic link";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos);
+  }
+  EXPECT_THROW(s.save(link, CheckpointMeta{}), Error);
+  EXPECT_EQ(read_file(path), good) << "the link target was not written";
+}
+
+// A child process writes checkpoints in a loop (each one self-consistent: every state's
+// accesses equals the generation it was written in); the parent kills it with SIGKILL at
+// random moments and then reopens: the file must always load, whole, as one generation.
+TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
+  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  {
+    ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+    for (uint64_t i = 0; i < 3000; ++i) s[s.insert(k(i), nullptr)].st.accesses = 0;
+    s.save(path, CheckpointMeta{0, 0, 0.05, 0.001, ScoreMode::touch});
+  }
+  std::mt19937_64 rng(42);
+  int kills = 0;
+  uint64_t last_gen = 0;
+  for (int round = 0; round < 60; ++round) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      LoadedCheckpoint cp = ScoreStore::load(path);
+      ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+      s.replace_with(cp);
+      uint64_t gen = cp.meta.current_step;
+      for (;;) {
+        ++gen;
+        std::vector<NodeId> ids;
+        s.for_each([&](NodeId id, const StoreEntry &) { ids.push_back(id); });
+        for (NodeId id : ids) s[id].st.accesses = gen;
+        NodeId extra = s.insert(k(100000 + gen), nullptr);  // the size changes too
+        s[extra].st.accesses = gen;
+        s.save(path, CheckpointMeta{gen, gen, 0.05, 0.001, ScoreMode::touch});
+      }
+    }
+    usleep(static_cast<useconds_t>(1000 + rng() % 40000));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ++kills;
+    LoadedCheckpoint cp;
+    ASSERT_NO_THROW(cp = ScoreStore::load(path)) << "round " << round;
+    uint64_t gen = cp.meta.current_step;
+    EXPECT_GE(gen, last_gen);
+    last_gen = gen;
+    EXPECT_EQ(cp.states.size(), 3000u + gen);
+    for (const auto &[key, st] : cp.states) ASSERT_EQ(st.accesses, gen) << "a state from another generation";
+  }
+  EXPECT_EQ(kills, 60);
+  EXPECT_GT(last_gen, 0u) << "the writer never completed a checkpoint";
+  // Temporary files of dead writers are cleaned up at the next load.
+  (void)ScoreStore::load(path);
+  int temps = 0;
+  for (int i = 0; i < 1; ++i) {
+    std::string cmd = "ls " + dir + " | grep -c tmp > " + dir + "/count.txt";
+    if (std::system(cmd.c_str()) < 0) break;
+    temps = std::atoi(read_file(dir + "/count.txt").c_str());
+  }
+  EXPECT_EQ(temps, 0);
+}
