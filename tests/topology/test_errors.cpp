@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bad topology input, through the API (Error CXLT_ERROR_TOPOLOGY naming the file and the
+// reason) and through `cxltier topo` (exit status 2, exactly one line on stderr, nothing on
+// stdout): never a crash and never an empty success.
+#include "topology/hwloc_load.hpp"
+#include "test_util.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <unistd.h>
+
+using namespace cxltier;
+using namespace cxltier::test;
+
+namespace {
+
+struct BadCase {
+  const char *label;
+  const char *reason;  // a fragment the message must hold
+};
+
+// Makes the file (or directory) for a case in `dir`; returns its path.
+fs::path make_case(const TempDir &dir, const std::string &label) {
+  if (label == "missing") return dir.path() / "no-such-topology.xml";
+  if (label == "directory") {
+    fs::create_directory(dir.path() / "a-directory.xml");
+    return dir.path() / "a-directory.xml";
+  }
+  if (label == "empty") return dir.write("empty.xml", "");
+  if (label == "blanks") return dir.write("blanks.xml", "  \n\t\n");
+  if (label == "garbage") return dir.write("garbage.xml", "this is not XML at all\n\x01\x02\x03");
+  if (label == "not_a_topology") return dir.write("other.xml", "<?xml version=\"1.0\"?>\n<html><body/></html>\n");
+  if (label == "truncated") {
+    std::string full = slurp(topology_data_dir() / "64intel64-fakeKNL-SNC4-hybrid.xml");
+    return dir.write("truncated.xml", full.substr(0, full.size() / 2));
+  }
+  if (label == "broken_tags") {
+    std::string full = slurp(topology_data_dir() / "8intel64-4n2t-memattrs.xml");
+    size_t at = full.find("<object type=\"NUMANode\"");
+    full.replace(at, 7, "<object<");
+    return dir.write("broken.xml", full);
+  }
+  if (label == "xml_v3") return topology_data_dir() / "64intel64-heteromem.xml";
+  throw std::logic_error("unknown case " + label);
+}
+
+const BadCase kCases[] = {
+    {"missing", "no such file"},
+    {"directory", "is a directory"},
+    {"empty", "the file is empty"},
+    {"blanks", "only blanks"},
+    {"garbage", "not an XML file"},
+    {"not_a_topology", "no <topology> element"},
+    {"truncated", "malformed or truncated"},
+    {"broken_tags", "malformed or truncated"},
+    {"xml_v3", "format version 3.0"},
+};
+
+}  // namespace
+
+class BadTopologyInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadTopologyInput, ApiThrowsTopologyErrorNamingTheFile) {
+  TempDir dir;
+  fs::path p = make_case(dir, GetParam().label);
+  try {
+    Topology t = load_topology_xml(p.string());
+    FAIL() << "accepted " << p << " with " << t.tiers.size() << " tiers";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_TOPOLOGY);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(GetParam().reason), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // discover_topology treats any other spec as a file, with the same error.
+  EXPECT_THROW(discover_topology(p.string()), Error);
+}
+
+TEST_P(BadTopologyInput, CliExitsTwoWithOneLine) {
+  if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
+  TempDir dir;
+  fs::path p = make_case(dir, GetParam().label);
+  for (const char *json : {"", " --json"}) {
+    ToolRun r = run_tool("topo --topology '" + p.string() + "'" + json);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line:\n" << r.err;
+    EXPECT_NE(r.err.find(p.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(GetParam().reason), std::string::npos) << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadTopologyInput, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<BadCase> &p) { return std::string(p.param.label); });
+
+TEST(BadTopologyInputExtra, UnreadableFile) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
+  TempDir dir;
+  fs::path p = dir.write("secret.xml", slurp(topology_data_dir() / "8intel64-4n2t-memattrs.xml"));
+  fs::permissions(p, fs::perms::none);
+  try {
+    load_topology_xml(p.string());
+    FAIL() << "read an unreadable file";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_TOPOLOGY);
+    EXPECT_NE(std::string(e.what()).find("cannot be read"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BadTopologyInputExtra, XmlBufferErrors) {
+  EXPECT_THROW(topo::load_xml_buffer("", "buf"), Error);
+  EXPECT_THROW(topo::load_xml_buffer("<topology version=\"2.0\"><object", "buf"), Error);
+  try {
+    topo::load_xml_buffer("<topology version=\"3.0\"></topology>", "the-buffer");
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_TOPOLOGY);
+    EXPECT_NE(std::string(e.what()).find("the-buffer"), std::string::npos);
+  }
+}
+
+TEST(BadTopologyInputExtra, FormatVersionIsReadFromTheTopologyElement) {
+  EXPECT_EQ(topo::xml_format_version("<?xml version=\"1.0\"?>\n<topology version=\"3.0\">"), "3.0");
+  EXPECT_EQ(topo::xml_format_version("<topology version='2.0'>"), "2.0");
+  EXPECT_EQ(topo::xml_format_version("<topology>"), "1.0");
+  EXPECT_EQ(topo::xml_format_version("<html/>"), "");
+}
+
+TEST(BadTopologyInputExtra, UnknownCliOptionIsBadInput) {
+  if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
+  ToolRun r = run_tool("topo --no-such-flag");
+  EXPECT_EQ(r.status, 2);
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// Small helpers shared by the topology tests: where the data and the CLI are, running the CLI,
+// temporary directories, and partitions of NUMA nodes into tiers.
+#pragma once
+
+#include <cxltier/topology.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cxltier::test {
+
+namespace fs = std::filesystem;
+
+inline fs::path topology_data_dir() {
+  const char *d = std::getenv("CXLT_TEST_DATA");
+  return fs::path(d ? d : "tests/data") / "topologies";
+}
+
+inline std::string slurp(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// A fresh directory under TMPDIR, removed by the destructor.
+class TempDir {
+public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "cxlt-topo-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path_, ec);
+  }
+  const fs::path &path() const { return path_; }
+  fs::path write(const std::string &name, const std::string &content) const {
+    fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+private:
+  fs::path path_;
+};
+
+struct ToolRun {
+  int status = -1;  // exit status, or -1 if it did not exit normally
+  std::string out, err;
+};
+
+// Runs the cxltier CLI (CXLT_TOOL) with `args` (already shell-quoted where needed).
+inline ToolRun run_tool(const std::string &args) {
+  const char *tool = std::getenv("CXLT_TOOL");
+  ToolRun r;
+  if (!tool) return r;
+  TempDir tmp;
+  fs::path out = tmp.path() / "out", err = tmp.path() / "err";
+  std::string cmd = std::string("'") + tool + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  int rc = std::system(cmd.c_str());
+  if (rc != -1 && WIFEXITED(rc)) r.status = WEXITSTATUS(rc);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+using Partition = std::set<std::set<unsigned>>;
+
+inline Partition partition_of(const Topology &t) {
+  Partition p;
+  for (const TierDesc &tier : t.tiers) p.insert(std::set<unsigned>(tier.numa_nodes.begin(), tier.numa_nodes.end()));
+  return p;
+}
+
+inline std::string to_string(const Partition &p) {
+  std::ostringstream os;
+  for (const auto &s : p) {
+    os << '{';
+    bool first = true;
+    for (unsigned n : s) {
+      os << (first ? "" : ",") << n;
+      first = false;
+    }
+    os << '}';
+  }
+  return os.str();
+}
+
+inline const TierDesc *tier_with_node(const Topology &t, unsigned node) {
+  for (const TierDesc &tier : t.tiers)
+    for (unsigned n : tier.numa_nodes)
+      if (n == node) return &tier;
+  return nullptr;
+}
+
+inline bool evidence_mentions(const TierDesc &t, const std::string &needle) {
+  for (const std::string &e : t.evidence)
+    if (e.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace cxltier::test
