@@ -193,13 +193,16 @@ def boot(work, kdir, initrd, cmdline_extra, timeout, attempt, cxl, accel, intera
            "-machine", "q35,hmat=on" + (",cxl=on" if cxl else ""),
            "-accel", accel, "-cpu", "max" if accel == "tcg" else "host"] + qemu_numa_args()
     if cxl:
-        for f in ("cxl-pmem0.raw", "cxl-lsa0.raw"):
-            if os.path.exists(os.path.join(work, f)):
-                os.unlink(os.path.join(work, f))
-        cmd += ["-object", f"memory-backend-file,id=cxl-mem0,share=on,mem-path={work}/cxl-pmem0.raw,size=256M",
-                "-object", f"memory-backend-file,id=cxl-lsa0,share=on,mem-path={work}/cxl-lsa0.raw,size=256M",
+        # QEMU 7.2's cxl-type3 has persistent memory only (memdev=, no volatile-memdev). RAM
+        # backends: nothing on disk, and empty labels (LSA) at every boot. The second root port
+        # stays empty on purpose: with a single root port Linux leaves the host bridge's decoder
+        # in pass-through and does not program it, QEMU 7.2 then routes no access to the device,
+        # and the onlined memory reads back zeros (measured here: every byte of every page).
+        cmd += ["-object", "memory-backend-ram,id=cxl-mem0,size=256M",
+                "-object", "memory-backend-ram,id=cxl-lsa0,size=256M",
                 "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1",
                 "-device", "cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2",
+                "-device", "cxl-rp,port=1,bus=cxl.1,id=root_port14,chassis=0,slot=3",
                 "-device", "cxl-type3,bus=root_port13,memdev=cxl-mem0,lsa=cxl-lsa0,id=cxl-pmem0",
                 "-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"]
     cmdline = ["console=ttyS0", "panic=-1", "loglevel=4",

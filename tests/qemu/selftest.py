@@ -132,6 +132,23 @@ class Verifiers(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("not JSON", detail)
 
+    def test_topo_cxl(self):
+        cxl = tier(3, "nvm", 3, None, None)
+        cxl["evidence"] = ["kind nvm: NUMA subtype NVM",
+                           "onlined from DAX device dax0.0: DAXType NVM, DAXParent ACPI0017:00/root0/nvdimm-bridge0/ndbus0/region0"]
+        doc = topo(GOOD_TIERS + [cxl])
+        rc, detail = run_guest("verify-topo-cxl", self.write(doc), "3")
+        self.assertEqual(rc, 0, detail)
+        cxl["kind"] = "cxl"
+        self.assertEqual(run_guest("verify-topo-cxl", self.write(doc), "3")[0], 0)
+        cxl["kind"] = "unknown"
+        self.assertEqual(run_guest("verify-topo-cxl", self.write(doc), "3")[0], 1)
+        cxl["kind"] = "nvm"
+        cxl["evidence"] = ["kind nvm: NUMA subtype NVM"]  # no CXL parent seen: plain NVM
+        self.assertEqual(run_guest("verify-topo-cxl", self.write(doc), "3")[0], 1)
+        self.assertEqual(run_guest("verify-topo-cxl", self.write(topo(GOOD_TIERS)), "3")[0], 1)
+        self.assertEqual(run_guest("verify-topo-cxl", self.write(doc), "")[0], 1)
+
     def test_bench(self):
         good = {"machine": {}, "memcpy_gbps": 3.1, "memcpy_1thread_gbps": 2.0, "move_pages_4k_gbps": 0.4,
                 "move_pages_huge_gbps": None,

@@ -87,7 +87,15 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || skip "qemu-system-x86_64 still 
 kdir_root=$cache/kernel
 current=""
 [ -f "$kdir_root/current" ] && current=$(cat "$kdir_root/current")
-needs_modules() { [ $want_cxl = 1 ] && [ ! -f "$kdir_root/$current/modules.ok" ]; }
+# The cxl, dax and nvdimm modules are always unpacked with the kernel (a few MB; the archive is
+# read whole anyway); their index (depmod, from kmod) is built when the CXL test first asks.
+needs_modules() { [ $want_cxl = 1 ] && [ ! -d "$kdir_root/$current/modroot" ]; }
+depmod_modules() {  # depmod_modules KERNEL_DIR VERSION
+  [ $want_cxl = 1 ] && [ ! -f "$1/modules.ok" ] || return 0
+  depmod_bin=$(command -v depmod || echo /sbin/depmod)
+  # The .deb ships no modules.dep; busybox modprobe and libkmod (cxl, ndctl, daxctl) want it.
+  "$depmod_bin" -b "$1/modroot" "$2" && touch "$1/modules.ok"
+}
 
 # The uncompressed ELF kernel inside the bzImage: QEMU boots it directly through its PVH entry
 # point, which skips SeaBIOS's real-mode loader and the decompressor (about 6 s under TCG, more
@@ -123,6 +131,7 @@ PY
 
 if [ -n "$current" ] && [ -f "$kdir_root/$current/vmlinuz" ] && [ "${CXLT_QEMU_KERNEL_REFRESH:-0}" != 1 ] && ! needs_modules; then
   extract_vmlinux "$kdir_root/$current"
+  depmod_modules "$kdir_root/$current" "$current"
   exit 0
 fi
 
@@ -152,30 +161,35 @@ fi
 deb=$(ls "$dl"/"$pkg"_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || { say "apt-get download left no .deb in $dl"; exit 1; }
 
-# Unpack only what the guest uses: the kernel image, and (for the CXL test) the cxl, dax and
-# nvdimm modules with the module index files. `dpkg -x` would write all 400 MB of modules;
-# this is the same archive read by dpkg-deb, filtered by tar.
+# Unpack only what the guest uses: the kernel image, and the cxl, dax and nvdimm modules with
+# the module index files (for the CXL test). `dpkg -x` would write all 400 MB of modules; this is
+# the same archive read by dpkg-deb, filtered by tar.
 stage=$kdir_root/$kver.tmp
 rm -rf "$stage"; mkdir -p "$stage/root"
-members=("./boot/vmlinuz-$kver")
-if [ $want_cxl = 1 ]; then
-  m=./lib/modules/$kver
-  members+=("$m/kernel/drivers/cxl" "$m/kernel/drivers/dax" "$m/kernel/drivers/nvdimm"
-            "$m/modules.builtin" "$m/modules.builtin.modinfo" "$m/modules.order")
-fi
+kdir=$kdir_root/$kver
+# Modules added to a kernel already in use (a cache from before they were unpacked): the kernel
+# files stay where they are (a guest of another build dir may be starting from them right now).
+modules_only=0
+[ "$kver" = "$current" ] && [ -f "$kdir/vmlinuz" ] && [ "${CXLT_QEMU_KERNEL_REFRESH:-0}" != 1 ] && modules_only=1
+members=()
+[ $modules_only = 1 ] || members+=("./boot/vmlinuz-$kver")
+m=./lib/modules/$kver
+members+=("$m/kernel/drivers/cxl" "$m/kernel/drivers/dax" "$m/kernel/drivers/nvdimm"
+          "$m/modules.builtin" "$m/modules.builtin.modinfo" "$m/modules.order")
 dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$stage/root" "${members[@]}"
-mv "$stage/root/boot/vmlinuz-$kver" "$stage/vmlinuz"
-if [ $want_cxl = 1 ]; then
-  mkdir -p "$stage/modroot/lib/modules"
-  mv "$stage/root/lib/modules/$kver" "$stage/modroot/lib/modules/"
-  depmod_bin=$(command -v depmod || echo /sbin/depmod)
-  # The .deb ships no modules.dep; libkmod (used by cxl, ndctl, daxctl in the guest) wants it.
-  "$depmod_bin" -b "$stage/modroot" "$kver"
-  touch "$stage/modules.ok"
-fi
+[ $modules_only = 1 ] || mv "$stage/root/boot/vmlinuz-$kver" "$stage/vmlinuz"
+mkdir -p "$stage/modroot/lib/modules"
+mv "$stage/root/lib/modules/$kver" "$stage/modroot/lib/modules/"
 rm -rf "$stage/root" "$dl"
-extract_vmlinux "$stage"
-rm -rf "${kdir_root:?}/$kver"
-mv "$stage" "$kdir_root/$kver"
-echo "$kver" > "$kdir_root/current.tmp" && mv "$kdir_root/current.tmp" "$kdir_root/current"
-say "kernel $kver ready in $(( $(date +%s) - t0 )) s ($kdir_root/$kver)"
+if [ $modules_only = 1 ]; then
+  rm -rf "$kdir/modroot" "$kdir/modules.ok"
+  mv "$stage/modroot" "$kdir/modroot"
+  rm -rf "$stage"
+else
+  extract_vmlinux "$stage"
+  rm -rf "${kdir:?}"
+  mv "$stage" "$kdir"
+  echo "$kver" > "$kdir_root/current.tmp" && mv "$kdir_root/current.tmp" "$kdir_root/current"
+fi
+depmod_modules "$kdir" "$kver"
+say "kernel $kver ready in $(( $(date +%s) - t0 )) s ($kdir)"

@@ -12,6 +12,10 @@
 #   gtest PROGRAM ARGS...          a GoogleTest program: PASS when it exits 0, ran at least one
 #                                  test and skipped none (in the guest the multi-node paths must
 #                                  run; select the tests with --gtest_filter=...)
+#   cxl-online                     (CXL guest only) brings the emulated CXL Type-3 memory online
+#                                  as a NUMA node: cxl create-region, ndctl create-namespace
+#                                  (devdax), daxctl reconfigure-device --mode=system-ram; the new
+#                                  node's number goes to /tmp/cxl_node for later checks
 
 result() {  # result NAME STATUS DETAIL...
   n=$1 s=$2; shift 2
@@ -75,7 +79,11 @@ check_cli() {
   if [ $timed_out = 1 ]; then result "$n" FAIL "cxltier $* timed out after ${cxltq_timeout:-60} s"; return; fi
   if [ $rc -ne 0 ]; then result "$n" FAIL "cxltier $* exited $rc: $(last_line /tmp/$n.err)"; return; fi
   if [ "$verify" = - ]; then result "$n" PASS "cxltier $* exited 0"; return; fi
-  case $verify in verify-topo) set -- "/tmp/$n.out" "$cxltq_expect" ;; *) set -- "/tmp/$n.out" ;; esac
+  case $verify in
+    verify-topo) set -- "/tmp/$n.out" "$cxltq_expect" ;;
+    verify-topo-cxl) set -- "/tmp/$n.out" "$(cat /tmp/cxl_node 2>/dev/null)" ;;
+    *) set -- "/tmp/$n.out" ;;
+  esac
   cxltq-guest "$verify" "$@" > "/tmp/$n.verify" 2>&1
   vrc=$?
   sed "s/^/$n|verify| /" "/tmp/$n.verify"
@@ -110,6 +118,44 @@ check_gtest() {
   else result "$n" PASS "$passed test(s) passed"; fi
 }
 
+check_cxl_online() {
+  n=$1
+  before=$(cat /sys/devices/system/node/has_memory)
+  # busybox modprobe resolves dependencies from modules.dep (setup.sh ran depmod for us).
+  for m in cxl_acpi cxl_pci cxl_mem cxl_pmem nd_pmem dax_pmem device_dax kmem; do
+    modprobe "$m" 2>&1 | sed "s/^/$n|modprobe $m| /"
+  done
+  # The CXL ports and the memdev are probed asynchronously after the modules load.
+  i=0
+  while [ ! -e /sys/bus/cxl/devices/mem0 ] || [ ! -e /sys/bus/cxl/devices/decoder0.0 ]; do
+    i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.1
+  done
+  echo "$n| cxl devices: $(ls /sys/bus/cxl/devices 2>/dev/null | tr '\n' ' ')"
+  if [ ! -e /sys/bus/cxl/devices/mem0 ]; then result "$n" FAIL "no CXL memdev (mem0) after loading the cxl modules"; return; fi
+  step() {  # step WHAT COMMAND...: runs it, shows its output, fails the check when it fails
+    what=$1; shift
+    timeout "${cxltq_timeout:-60}" "$@" > "/tmp/$n.step" 2>&1; src=$?
+    sed "s/^/$n|$what| /" "/tmp/$n.step"
+    [ $src -eq 0 ] || { result "$n" FAIL "$what exited $src: $(last_line /tmp/$n.step)"; return 1; }
+  }
+  # QEMU 7.2's cxl-type3 has persistent memory only: a pmem region, a devdax namespace on it,
+  # and the dax device handed to the kernel as system RAM (the kmem driver).
+  step create-region cxl create-region -m -d decoder0.0 -w 1 -t pmem mem0 || return
+  step create-namespace ndctl create-namespace -m devdax -r region0 || return
+  dax=$(ls /sys/bus/dax/devices 2>/dev/null | head -n 1)
+  [ -n "$dax" ] || { result "$n" FAIL "no dax device after ndctl create-namespace"; return; }
+  step system-ram daxctl reconfigure-device --mode=system-ram --force "$dax" || return
+  after=$(cat /sys/devices/system/node/has_memory)
+  node=$(cat "/sys/bus/dax/devices/$dax/target_node" 2>/dev/null)
+  echo "$n| has_memory $before -> $after; $dax target_node $node"
+  if [ -z "$node" ] || [ ! -d "/sys/devices/system/node/node$node" ]; then
+    result "$n" FAIL "$dax's target node '$node' did not come online (has_memory $after)"; return
+  fi
+  echo "$node" > /tmp/cxl_node
+  kb=$(sed -n 's/.*MemTotal: *\([0-9]*\) kB/\1/p' "/sys/devices/system/node/node$node/meminfo")
+  result "$n" PASS "$dax online as NUMA node $node ($((kb / 1024)) MiB system RAM); has_memory $after"
+}
+
 run_check() {
   n=$1 kind=$2; shift 2
   case $kind in
@@ -117,6 +163,7 @@ run_check() {
     cli) check_cli "$n" "$@" ;;
     exe) check_exe "$n" "$@" ;;
     gtest) check_gtest "$n" "$@" ;;
+    cxl-online) check_cxl_online "$n" ;;
     *) result "$n" FAIL "unknown check kind '$kind' in checks.txt" ;;
   esac
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // cxltq-guest: the checks that run inside the multi-NUMA QEMU guest and are not the project's own
 // programs: the libnuma placement mechanics (until the numa tier backend's own test replaces
-// it) and the verifiers of `cxltier topo|run|bench --json` output. The last line it prints is
+// it) and the verifiers of `cxltier topo|run|bench --json` output (also in the CXL guest). The last line it prints is
 // the check's one-line detail; exit status 0 pass, 1 fail, 77 skip (see tests/qemu/guest/init).
 #include <numa.h>
 #include <numaif.h>
@@ -58,6 +58,22 @@ size_t first_bad_byte(const uint8_t *p, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != pattern_byte(seed, i)) return i;
   return n;
+}
+
+// "byte 4096 is 0x00, want 0x5c; 4096 of 1060864 bytes differ, in 1 of 259 pages"
+std::string describe_bad(const uint8_t *p, size_t n, uint64_t seed, size_t first) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t count = 0, bad_pages = 0;
+  for (size_t pg = 0; pg < n; pg += page) {
+    size_t here = 0;
+    for (size_t i = pg; i < pg + page && i < n; ++i) here += p[i] != pattern_byte(seed, i);
+    count += here;
+    bad_pages += here != 0;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "byte %zu is 0x%02x, want 0x%02x; %zu of %zu bytes differ, in %zu of %zu pages", first,
+                p[first], pattern_byte(seed, first), count, n, bad_pages, (n + page - 1) / page);
+  return buf;
 }
 
 struct PageNodes {
@@ -128,8 +144,11 @@ int numa_placement() {
     fill(p, bytes, seed);
     PageNodes q = query_pages(p, pages, page, home);
     pages_checked += pages;
-    std::printf("numa-placement: block bound to node %d: %zu/%zu pages on node %d\n", home, q.on_target, pages, home);
+    size_t bad = first_bad_byte(p, bytes, seed);
+    std::printf("numa-placement: block bound to node %d: %zu/%zu pages on node %d, bytes %s\n", home, q.on_target,
+                pages, home, bad == bytes ? "intact" : "CHANGED");
     if (q.on_target != pages) report("bound to node " + std::to_string(home) + ": " + q.first_wrong);
+    if (bad != bytes) report("written on node " + std::to_string(home) + ": " + describe_bad(p, bytes, seed, bad));
 
     // Move through every other node and back home, alternating the two kernel interfaces.
     std::vector<int> route;
@@ -165,15 +184,16 @@ int numa_placement() {
       ++moves;
       q = query_pages(p, pages, page, to);
       pages_checked += pages;
-      size_t bad = first_bad_byte(p, bytes, seed);
+      bad = first_bad_byte(p, bytes, seed);
       std::printf("numa-placement: %s %d->%d: %zu/%zu pages on node %d, bytes %s\n", how, from, to, q.on_target,
                   pages, to, bad == bytes ? "intact" : "CHANGED");
       if (q.on_target != pages)
         report(std::string(how) + " " + std::to_string(from) + "->" + std::to_string(to) + ": " + q.first_wrong);
       if (bad != bytes)
-        report(std::string(how) + " " + std::to_string(from) + "->" + std::to_string(to) + ": byte " +
-               std::to_string(bad) + " changed");
+        report(std::string(how) + " " + std::to_string(from) + "->" + std::to_string(to) + ": " +
+               describe_bad(p, bytes, seed, bad));
       from = to;
+      if (bad != bytes) fill(p, bytes, seed);  // report each move's own damage, not the first one's
     }
     munmap(p, bytes);
   }
@@ -288,6 +308,40 @@ int verify_topo(const char *path, const std::string &expect_arg) {
   return finish(kPass, std::to_string(tiers.size()) + " tiers: " + d.str());
 }
 
+// `cxltier topo --json` in the CXL guest: the node that the CXL Type-3 device brought online
+// (through cxl, ndctl and daxctl) is a tier of its own, known as CXL memory from its DAX
+// information (QEMU 7.2 gives it no HMAT entry). The device is persistent memory (QEMU 7.2 has
+// no volatile Type-3), which hwloc 2.9 reports as subtype NVM and hwloc 2.11+ as tier
+// "CXL-NVM": kind "cxl" and kind "nvm" are both accepted, provided the evidence names the CXL
+// root (ACPI0017) that the DAX parent path goes through.
+int verify_topo_cxl(const char *path, const std::string &node_arg) {
+  char *end = nullptr;
+  const long node = std::strtol(node_arg.c_str(), &end, 10);
+  if (node_arg.empty() || *end != '\0') return finish(kFail, "no CXL node number (did cxl-online pass?)");
+  nlohmann::json j;
+  std::string err;
+  if (!read_json(path, j, err)) return finish(kFail, err);
+  const nlohmann::json tiers = j.value("tiers", nlohmann::json::array());
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const nlohmann::json &t = tiers[i];
+    const nlohmann::json nodes = t.value("numa_nodes", nlohmann::json::array());
+    bool has = false;
+    for (const auto &n : nodes) has = has || (n.is_number_integer() && n.get<long>() == node);
+    if (!has) continue;
+    const std::string kind = t.value("kind", std::string("?"));
+    const std::string evidence = t.value("evidence", nlohmann::json()).dump();
+    const std::string d = "node " + std::to_string(node) + " in tier " + std::to_string(i) + " of " +
+                          std::to_string(tiers.size()) + ": kind " + kind + ", numa_nodes " + nodes.dump();
+    std::printf("topo-cxl: evidence %s\n", evidence.c_str());
+    if (nodes.size() != 1) return finish(kFail, d + " (want a tier of its own)");
+    if (kind != "cxl" && kind != "nvm") return finish(kFail, d + " (want kind cxl, or nvm for CXL persistent memory)");
+    if (evidence.find("ACPI0017") == std::string::npos)
+      return finish(kFail, d + " (the evidence does not name the CXL root ACPI0017 of its DAX parent)");
+    return finish(kPass, d + ", DAX parent through the CXL root ACPI0017");
+  }
+  return finish(kFail, "node " + std::to_string(node) + " is in no tier");
+}
+
 // Looks for a numeric field anywhere in the document whose name contains `needle`.
 void find_numbers(const nlohmann::json &j, const std::string &needle, const std::string &at,
                   std::vector<std::pair<std::string, double>> &out) {
@@ -345,6 +399,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: cxltq-guest numa-placement\n"
                "       cxltq-guest verify-topo FILE NODE:MIBS:NS[,...]   (fastest first)\n"
+               "       cxltq-guest verify-topo-cxl FILE CXL_NODE\n"
                "       cxltq-guest verify-run FILE\n"
                "       cxltq-guest verify-bench FILE\n");
   return 2;
@@ -357,6 +412,7 @@ int main(int argc, char **argv) {
   const std::string cmd = argv[1];
   if (cmd == "numa-placement" && argc == 2) return numa_placement();
   if (cmd == "verify-topo" && argc == 4) return verify_topo(argv[2], argv[3]);
+  if (cmd == "verify-topo-cxl" && argc == 4) return verify_topo_cxl(argv[2], argv[3]);
   if (cmd == "verify-run" && argc == 3) return verify_run(argv[2]);
   if (cmd == "verify-bench" && argc == 3) return verify_bench(argv[2]);
   return usage();
