@@ -7,18 +7,33 @@
 //  - `version` comes first and is CXLT_TIER_OPS_VERSION for this layout; later versions only
 //    append members (comment each addition with the version that added it).
 //  - Mandatory: name, initialize, finalize, alloc_extent, free_extent, capacity.
-//  - Optional members are prefixed ext_ and may be nullptr; tier_ops_fill_defaults() replaces
-//    nullptr with functions that return CXLT_ERROR_NOT_SUPPORTED.
+//  - Optional members are prefixed ext_ and may be nullptr; tier_ops_validate() replaces
+//    nullptr with functions that return CXLT_ERROR_NOT_SUPPORTED (tier_op_supported() tells
+//    a real op from such a default).
 //  - Every op returns a cxlt_result_t; on failure it sets a message with backend_set_error()
 //    (thread-local), which the runtime puts into the Error it throws.
 //  - Ops never throw.
+//  - Ops are thread-safe: several threads may call any op except initialize/finalize on the
+//    same state at once (the runtime's migration workers copy while admissions allocate).
+//
+// Copies between tiers (the migration engine's rule). To move `bytes` from tier S to tier D:
+//   1. D.ext_copy_in(dst, src, bytes, &S.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
+//   2. S.ext_copy_out(dst, src, bytes, &D.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
+//   3. both sides are host memory (CXLT_EXTENT_HOST): the runtime's own copy kernels
+//      (lib/runtime/copy.hpp), chosen per pair.
+// A copy op may return NOT_SUPPORTED at call time without touching anything ("use your own
+// kernel"): the emulated backend does so when it is not paced, so its copies stay as fast as
+// the runtime's. Any other error means the copy failed and `dst` holds garbage.
 #pragma once
 
 #include <cxltier/cxltier.h>
 #include <cxltier/topology.hpp>
 
+#include "cxlt_config.h"
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,17 +41,34 @@ namespace cxltier {
 
 #define CXLT_TIER_OPS_VERSION 1u
 
+class FaultControl;  // tiers/faulty/faulty.hpp
+
+// Which pages an extent of host memory is built from.
+enum class HugePageMode : uint8_t {
+  none,     // 4 KiB pages only
+  thp,      // madvise(MADV_HUGEPAGE) (transparent huge pages), else 4 KiB
+  hugetlb,  // explicit 2 MiB pages (MAP_HUGETLB) when the extent is a multiple of 2 MiB and
+            // enough are free (on the tier's nodes), else THP, else 4 KiB
+};
+
 // What the runtime asks a backend for. Fields a backend does not use are ignored.
 struct TierBackendParams {
+  std::string tier_name;             // for messages ("cxl", "dram"); may be empty
   TierKind kind = TierKind::dram;
-  std::vector<unsigned> numa_nodes;  // OS indexes the memory must be bound to (numa, memkind)
+  std::vector<unsigned> numa_nodes;  // OS indexes the memory must be bound to (numa; memkind: checked)
   uint64_t budget_bytes = 0;         // the tier's budget: the most this tier will ask for
   uint64_t block_bytes = 0;          // slot size the pool will carve
-  bool huge_pages = true;            // try huge pages (hugetlbfs, then THP), fall back to 4 KiB
+  uint64_t capacity_bytes = 0;       // emulated, null: declared capacity of the tier stood in
+                                     // for (0: host memory for emulated, unbounded for null)
+  HugePageMode huge_pages = HugePageMode::hugetlb;
   bool verify_placement = true;      // numa/memkind: check every page's node after first touch
-  double pace_mib_s = 0;             // emulated: pace copies into this tier to this bandwidth (0: off)
-  std::string memkind_kind;          // memkind: "regular", "hbw", "dax_kmem" (and *_all, *_preferred)
+  double pace_mib_s = 0;             // emulated: pace copies into this tier to this bandwidth,
+                                     // MiB/s (0: off, copies run at host speed)
+  std::string memkind_kind = "regular";  // memkind: regular, hbw, hbw_all, hbw_preferred,
+                                         // dax_kmem, dax_kmem_all, dax_kmem_preferred
   int cuda_device = -1;              // cuda: device ordinal
+  std::string inner_backend = "emulated";  // faulty: the backend it wraps (same params)
+  std::shared_ptr<FaultControl> faults;    // faulty: what to inject (nullptr: nothing)
 };
 
 struct TierExtent {
@@ -44,47 +76,75 @@ struct TierExtent {
   size_t bytes = 0;
   uint32_t flags = 0;    // CXLT_EXTENT_* below
 };
-#define CXLT_EXTENT_HUGETLB 1u  // backed by explicit huge pages
-#define CXLT_EXTENT_THP 2u      // transparent huge pages advised
+#define CXLT_EXTENT_HUGETLB 1u  // backed by explicit 2 MiB huge pages (MAP_HUGETLB)
+#define CXLT_EXTENT_THP 2u      // transparent huge pages advised (MADV_HUGEPAGE, THP enabled)
 #define CXLT_EXTENT_HOST 4u     // CPU-addressable host memory (memcpy works)
-#define CXLT_EXTENT_DEVICE 8u   // device memory (only ext_copy can move it)
+#define CXLT_EXTENT_DEVICE 8u   // device memory (only ext_copy_in/out can move it)
+#define CXLT_EXTENT_PLACED 16u  // every page was verified on the tier's nodes after first touch
+
+// Bytes, all of them; higher total/free is more room.
+struct TierCapacity {
+  uint64_t total_bytes = 0;      // the most this backend can supply (UINT64_MAX: unbounded)
+  uint64_t free_bytes = 0;       // what the system reports free now (== total if unknown)
+  uint64_t allocated_bytes = 0;  // extents this backend instance handed out, not yet freed
+};
 
 struct cxlt_tier_ops {
   uint32_t version;  // CXLT_TIER_OPS_VERSION
-  const char *name;  // "numa", "memkind", "emulated", "null", "cuda", ...
+  const char *name;  // "numa", "memkind", "emulated", "null", "faulty", "cuda", ...
 
   // Mandatory.
+  // Check the parameters against this machine (nodes exist and have memory, the memkind kind
+  // is available, ...) and create the backend's state. Refuses rather than falls back.
   cxlt_result_t (*initialize)(const TierBackendParams *params, void **state);
   void (*finalize)(void *state);
-  // Allocate at least `bytes` placed on the tier. `bytes` is a multiple of the block size.
+  // Allocate exactly `bytes` (> 0) placed on the tier, touched (no page faults later) and,
+  // where the backend verifies placement, verified. *out is written only on success.
   cxlt_result_t (*alloc_extent)(void *state, size_t bytes, TierExtent *out);
   cxlt_result_t (*free_extent)(void *state, const TierExtent *extent);
-  // Bytes this backend can supply at most (for a budget check at open), and what it holds now.
-  uint64_t (*capacity)(void *state);
+  cxlt_result_t (*capacity)(void *state, TierCapacity *out);
 
   // Optional (nullptr: not supported).
   // Check that every page of [ptr, ptr+bytes) is on the tier's nodes; on failure the message
   // says which page is where.
   cxlt_result_t (*ext_verify_placement)(void *state, const void *ptr, size_t bytes);
-  // Copy `bytes` into this tier (dst is in this tier, src in `src_ops`' tier). Backends whose
-  // memory is not plain host memory, or that pace copies, provide it; otherwise the runtime
-  // uses its own copy kernels.
+  // Copy `bytes` into this tier (dst is in this tier, src in `src_ops`' tier). See the copy
+  // rule above: NOT_SUPPORTED means "not by me, use the next step".
   cxlt_result_t (*ext_copy_in)(void *state, void *dst, const void *src, size_t bytes,
                                const cxlt_tier_ops *src_ops);
-  // A short description of what the backend chose (huge pages or not, nodes, kind).
-  const char *(*ext_describe)(void *state);
+  // Copy `bytes` out of this tier (src is in this tier, dst in `dst_ops`' tier).
+  cxlt_result_t (*ext_copy_out)(void *state, void *dst, const void *src, size_t bytes,
+                                const cxlt_tier_ops *dst_ops);
+  // A short description of what the backend chose (nodes, huge pages, kind, pacing). *out
+  // stays valid until finalize.
+  cxlt_result_t (*ext_describe)(void *state, const char **out);
 };
 
 // Thread-local message for the last failing op of this thread.
 void backend_set_error(const std::string &message) noexcept;
 const std::string &backend_last_error() noexcept;
 
-// Registration (tiers/registry.cpp). Returns nullptr for an unknown name or a backend this
-// build lacks; `why` then says which.
+// Registration (tiers/registry.cpp). Returns the validated table, or nullptr for an unknown
+// name or a backend this build lacks (memkind not found at configure time, cuda not yet
+// written); `why` (may be nullptr) then says which and what to do.
 const cxlt_tier_ops *tier_ops_find(const std::string &name, std::string *why);
+// Backends this build has, in registration order.
 std::vector<std::string> tier_ops_names();
 // Validate mandatory ops and the version; fill optional ones with NOT_SUPPORTED defaults.
 // Throws Error(CXLT_ERROR_BACKEND) naming the backend and the missing op.
 cxlt_tier_ops tier_ops_validate(const cxlt_tier_ops &ops);
+
+enum class TierOp { verify_placement, copy_in, copy_out, describe };
+// True if a validated table has a real `op` (not the NOT_SUPPORTED default).
+bool tier_op_supported(const cxlt_tier_ops &ops, TierOp op) noexcept;
+
+// The built-in backends' raw tables (registry.cpp validates them once).
+const cxlt_tier_ops *tier_numa_ops() noexcept;
+const cxlt_tier_ops *tier_emulated_ops() noexcept;
+const cxlt_tier_ops *tier_null_ops() noexcept;
+const cxlt_tier_ops *tier_faulty_ops() noexcept;
+#if CXLT_HAVE_MEMKIND
+const cxlt_tier_ops *tier_memkind_ops() noexcept;
+#endif
 
 }  // namespace cxltier

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// The backend registry and the ops-table rules: versions, mandatory ops, NOT_SUPPORTED
+// defaults, and clean answers for backends this build lacks (cuda; memkind when not built).
+#include "backend.hpp"
+#include "tier_ops.hpp"
+
+#include <cxltier/error.hpp>
+
+#include "cxlt_config.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+using namespace cxltier;
+
+namespace {
+
+bool contains(const std::string &hay, const std::string &needle) { return hay.find(needle) != std::string::npos; }
+
+cxlt_result_t dummy_init(const TierBackendParams *, void **state) {
+  *state = nullptr;
+  return CXLT_OK;
+}
+void dummy_fini(void *) {}
+cxlt_result_t dummy_alloc(void *, size_t, TierExtent *) { return CXLT_ERROR_OUT_OF_TIER_MEMORY; }
+cxlt_result_t dummy_free(void *, const TierExtent *) { return CXLT_OK; }
+cxlt_result_t dummy_capacity(void *, TierCapacity *out) {
+  *out = {};
+  return CXLT_OK;
+}
+
+cxlt_tier_ops dummy_ops() {
+  return cxlt_tier_ops{CXLT_TIER_OPS_VERSION, "dummy", dummy_init, dummy_fini, dummy_alloc, dummy_free,
+                       dummy_capacity, nullptr, nullptr, nullptr, nullptr};
+}
+
+}  // namespace
+
+TEST(Registry, ListsTheBuiltInBackends) {
+  auto names = tier_ops_names();
+  for (const char *n : {"numa", "emulated", "null", "faulty"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+  EXPECT_EQ(std::find(names.begin(), names.end(), "cuda"), names.end());
+#if CXLT_HAVE_MEMKIND
+  EXPECT_NE(std::find(names.begin(), names.end(), "memkind"), names.end());
+#else
+  EXPECT_EQ(std::find(names.begin(), names.end(), "memkind"), names.end());
+#endif
+  for (const std::string &n : names) {
+    const cxlt_tier_ops *ops = tier_ops_find(n, nullptr);
+    ASSERT_NE(ops, nullptr) << n;
+    EXPECT_EQ(ops->version, CXLT_TIER_OPS_VERSION);
+    EXPECT_EQ(n, ops->name);
+    // Validated tables have no null members.
+    EXPECT_NE(ops->ext_verify_placement, nullptr);
+    EXPECT_NE(ops->ext_copy_in, nullptr);
+    EXPECT_NE(ops->ext_copy_out, nullptr);
+    EXPECT_NE(ops->ext_describe, nullptr);
+  }
+}
+
+TEST(Registry, CudaAnswersNotAvailableYet) {
+  std::string why;
+  EXPECT_EQ(tier_ops_find("cuda", &why), nullptr);
+  EXPECT_TRUE(contains(why, "not available in this build yet")) << why;
+  try {
+    TierBackend b("cuda", TierBackendParams{});
+    FAIL() << "cuda backend opened";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_NOT_SUPPORTED);
+    EXPECT_TRUE(contains(e.what(), "cuda")) << e.what();
+  }
+}
+
+TEST(Registry, MemkindPresentOrExplained) {
+  std::string why;
+  const cxlt_tier_ops *ops = tier_ops_find("memkind", &why);
+#if CXLT_HAVE_MEMKIND
+  EXPECT_NE(ops, nullptr);
+#else
+  EXPECT_EQ(ops, nullptr);
+  EXPECT_TRUE(contains(why, "libmemkind was not found")) << why;
+  EXPECT_TRUE(contains(why, "discontinued")) << why;
+#endif
+}
+
+TEST(Registry, UnknownNameListsKnownOnes) {
+  std::string why;
+  EXPECT_EQ(tier_ops_find("nvdimm-magic", &why), nullptr);
+  EXPECT_TRUE(contains(why, "unknown tier backend 'nvdimm-magic'")) << why;
+  EXPECT_TRUE(contains(why, "numa")) << why;
+  EXPECT_EQ(tier_ops_find("nvdimm-magic", nullptr), nullptr);  // why may be null
+}
+
+TEST(OpsTable, ValidateFillsOptionalOpsWithNotSupported) {
+  cxlt_tier_ops v = tier_ops_validate(dummy_ops());
+  ASSERT_NE(v.ext_copy_in, nullptr);
+  EXPECT_EQ(v.ext_copy_in(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(v.ext_copy_out(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(v.ext_verify_placement(nullptr, nullptr, 0), CXLT_ERROR_NOT_SUPPORTED);
+  const char *d = nullptr;
+  EXPECT_EQ(v.ext_describe(nullptr, &d), CXLT_ERROR_NOT_SUPPORTED);
+  for (TierOp op : {TierOp::verify_placement, TierOp::copy_in, TierOp::copy_out, TierOp::describe}) {
+    EXPECT_FALSE(tier_op_supported(v, op));
+  }
+  // The real backends say what they provide.
+  const cxlt_tier_ops *numa = tier_ops_find("numa", nullptr);
+  EXPECT_TRUE(tier_op_supported(*numa, TierOp::verify_placement));
+  EXPECT_FALSE(tier_op_supported(*numa, TierOp::copy_in));
+  const cxlt_tier_ops *null = tier_ops_find("null", nullptr);
+  EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_in));
+  EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_out));
+  const cxlt_tier_ops *emu = tier_ops_find("emulated", nullptr);
+  EXPECT_TRUE(tier_op_supported(*emu, TierOp::copy_in));
+  EXPECT_FALSE(tier_op_supported(*emu, TierOp::verify_placement));
+}
+
+TEST(OpsTable, ValidateRejectsWrongVersionAndMissingOps) {
+  cxlt_tier_ops ops = dummy_ops();
+  ops.version = CXLT_TIER_OPS_VERSION + 1;
+  try {
+    (void)tier_ops_validate(ops);
+    FAIL() << "a table of the wrong version was accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_BACKEND);
+    EXPECT_TRUE(contains(e.what(), "dummy")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "version")) << e.what();
+  }
+  ops = dummy_ops();
+  ops.free_extent = nullptr;
+  try {
+    (void)tier_ops_validate(ops);
+    FAIL() << "a table without free_extent was accepted";
+  } catch (const Error &e) {
+    EXPECT_TRUE(contains(e.what(), "free_extent")) << e.what();
+  }
+  ops = dummy_ops();
+  ops.name = nullptr;
+  EXPECT_THROW((void)tier_ops_validate(ops), Error);
+}
+
+TEST(OpsTable, BackendErrorIsThreadLocal) {
+  backend_set_error("main thread message");
+  std::string other;
+  std::thread t([&] {
+    other = backend_last_error();
+    backend_set_error("other thread message");
+  });
+  t.join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(backend_last_error(), "main thread message");
+}
