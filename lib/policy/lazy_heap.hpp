@@ -29,6 +29,9 @@ public:
     sift_up(h_.size() - 1);
   }
 
+  // Append without restoring the order; the caller must call compact() before using the heap.
+  void push_unordered(const Entry &e) { h_.push_back(e); }
+
   void pop() noexcept {
     h_.front() = h_.back();
     h_.pop_back();

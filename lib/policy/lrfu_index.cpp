@@ -38,6 +38,18 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(Less{score_order_});
   live_in_bucket_.assign(nbuckets_, 0);
   min_score_.assign(nbuckets_, 2.0);
+  edges_.resize(nbuckets_ + 1);
+  for (unsigned b = 0; b < nbuckets_; ++b) edges_[b] = static_cast<double>(b) / static_cast<double>(nbuckets_);
+  edges_[nbuckets_] = std::numeric_limits<double>::infinity();
+  constexpr size_t kTable = 1u << 15;
+  if (params_.beta != 0.0) {
+    recency_table_.resize(kTable);
+    for (size_t d = 0; d < kTable; ++d) recency_table_[d] = lrfu_recency_decay(d, params_.beta);
+  }
+  if (params_.mode == ScoreMode::decay) {
+    decay_table_.resize(kTable);
+    for (size_t d = 0; d < kTable; ++d) decay_table_[d] = std::pow(1.0 - params_.alpha, static_cast<double>(d));
+  }
 }
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
@@ -58,23 +70,34 @@ void LrfuIndex::reserve_ids(size_t n) {
 }
 
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
-  // Bucket width 1/B with B a power of two: s * B is exact, so floor() puts s in the bucket
-  // whose lower bound is <= s. Scores are in [0, 1]; 1.0 goes to the last bucket.
+  // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
+  // over B + 1 edges: log2(B) comparisons.
   cxlt_assert_internal(s >= 0.0);
-  double x = s * static_cast<double>(nbuckets_);
-  if (!(x >= 0.0)) return 0;
-  if (x >= static_cast<double>(nbuckets_)) return nbuckets_ - 1;
-  return static_cast<unsigned>(x);
+  unsigned lo = 0, hi = nbuckets_;  // invariant: edges_[lo] <= s < edges_[hi]
+  if (!(s >= edges_[0])) return 0;
+  while (hi - lo > 1) {
+    unsigned mid = (lo + hi) / 2;
+    if (edges_[mid] <= s) lo = mid; else hi = mid;
+  }
+  return lo;
 }
 
-double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept {
-  return lrfu_priority(s, now >= t ? now - t : 0, params_);
+// Identical, bit for bit, to lrfu_priority(s, d, params_): the tables hold the values of the
+// same expressions (see the constructor), and the arithmetic after them is the same.
+double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
+  double se = s;
+  if (params_.mode == ScoreMode::decay && d != 0)
+    se = s * (d < decay_table_.size() ? decay_table_[d] : std::pow(1.0 - params_.alpha, static_cast<double>(d)));
+  if (params_.beta == 0.0) return 1.0 - se;
+  return (1.0 - se) * (d < recency_table_.size() ? recency_table_[d] : lrfu_recency_decay(d, params_.beta));
 }
+
+double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
 
 // Upper bound on the priority of blocks in `bucket` whose last access is after step t.
 double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
   if (t >= now) return kNegInf;  // nothing can be newer than the current step
-  double p = lrfu_priority(std::max(bucket_low(bucket), min_score_[bucket]), now - t - 1, params_);
+  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), now - t - 1);
   return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
@@ -128,8 +151,58 @@ void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
 
 void LrfuIndex::maybe_compact() {
   // Stale entries may outnumber live ones by a constant factor before an O(n) rebuild, so the
-  // rebuild costs O(1) amortized per update.
-  if (total_entries_ <= 2 * live_.size() + 64) return;
+  // rebuild costs O(1) amortized per update. Independently, when the live scores crowd into a
+  // few buckets (edges that no longer fit the score distribution), the edges move; at most
+  // once per max(4096, live/2) updates, so that too is O(1) amortized.
+  ++ops_since_rebuild_;
+  if (total_entries_ > 2 * live_.size() + 64) {
+    ++rebuilds_since_edges_;
+    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4);
+    return;
+  }
+  if (nbuckets_ > 1 && (ops_since_rebuild_ & 4095) == 0 && ops_since_rebuild_ >= live_.size() / 2) {
+    uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.end());
+    if (fullest > 4 * live_.size() / nbuckets_ + 64) rebuild(true);
+  }
+}
+
+void LrfuIndex::rebuild(bool move_edges) {
+  if (move_edges) {
+    // Quantiles of a deterministic sample of live scores (at most 65,536 of them).
+    std::vector<double> sample;
+    size_t stride = std::max<size_t>(1, live_.size() / 65536);
+    sample.reserve(live_.size() / stride + 1);
+    for (size_t i = 0; i < live_.size(); i += stride) sample.push_back(score_[live_[i]]);
+    std::sort(sample.begin(), sample.end());
+    std::vector<double> e;
+    e.reserve(nbuckets_ + 1);
+    e.push_back(0.0);
+    for (unsigned k = 1; k < nbuckets_ && !sample.empty(); ++k) {
+      double q = sample[k * sample.size() / nbuckets_];
+      if (q > e.back()) {
+        // A value shared by many blocks gets a bucket of its own: [q, next representable).
+        e.push_back(q);
+        if (e.size() < nbuckets_) e.push_back(std::nextafter(q, 2.0));
+      }
+    }
+    while (e.size() > nbuckets_) e.pop_back();
+    // Fewer distinct quantiles than buckets: the unused buckets get +inf edges and stay empty;
+    // the last used bucket runs to +inf.
+    while (e.size() < nbuckets_ + 1) e.push_back(std::numeric_limits<double>::infinity());
+    edges_ = std::move(e);
+    rebuilds_since_edges_ = 0;
+    ++stats_.edge_moves;
+    (void)0;
+    // Every live block goes to its new bucket; stale entries are dropped.
+    for (Heap &h : heaps_) h.clear();
+    std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
+    for (NodeId id : live_) {
+      unsigned b = bucket_of(score_[id]);
+      bucket_[id] = b;
+      ++live_in_bucket_[b];
+      heaps_[b].push_unordered(Entry{t_[id], score_[id], key_[id], id, version_[id]});
+    }
+  }
   total_entries_ = 0;
   for (unsigned b = 0; b < nbuckets_; ++b) {
     Heap &h = heaps_[b];
@@ -139,6 +212,7 @@ void LrfuIndex::maybe_compact() {
     for (size_t i = 0; i < h.size(); ++i) m = std::min(m, h[i].s);
     min_score_[b] = m;
   }
+  ops_since_rebuild_ = 0;
   ++stats_.compactions;
 }
 

@@ -13,7 +13,11 @@
 // two blocks flips as `now` advances), so any structure keyed on a priority computed at some
 // earlier step picks the wrong victim. That was the defect that inverted an earlier simulation
 // of this very policy. Instead:
-//   - blocks are kept in B score buckets (bucket b holds stored scores in [b/B, (b+1)/B));
+//   - blocks are kept in B score buckets (bucket b holds stored scores in [edge_b, edge_b+1));
+//     the edges start uniform over [0, 1] and are moved to quantiles of the live scores at
+//     each rebuild, so buckets are narrow where scores crowd (real attention masses are
+//     small: most scores sit below 0.01) and a value shared by many blocks gets a bucket of
+//     its own;
 //   - each bucket is a min-heap in the mode's order, so a node's subtree holds only blocks that
 //     are no older (recency order) or no lower-scored (score order) than the node;
 //   - priority is monotone: higher with more idle steps, lower with a higher score. So the
@@ -62,6 +66,7 @@ public:
     uint64_t victims = 0;           // victim() calls that found a block
     uint64_t entries_examined = 0;  // heap entries visited by victim()
     uint64_t compactions = 0;
+    uint64_t edge_moves = 0;
     uint64_t audits = 0;
     uint64_t audit_disagreements = 0;  // must stay 0
   };
@@ -98,9 +103,13 @@ private:
   };
 
   unsigned bucket_of(double s) const noexcept;
-  double bucket_low(unsigned b) const noexcept { return static_cast<double>(b) / static_cast<double>(nbuckets_); }
+  double bucket_low(unsigned b) const noexcept { return edges_[b]; }
+  // Move the bucket edges to quantiles of the live scores and rebuild every heap (O(n log n)
+  // over a sample, O(n) for the rebuild); called from maybe_compact().
+  void rebuild(bool move_edges);
   bool stale(const Entry &e) const noexcept { return e.version != version_[e.id]; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
+  double prio_d(double s, uint64_t d) const noexcept;
   double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
   void push_entry(unsigned b, const Entry &e);
   void push_candidate(const Candidate &c);
@@ -118,6 +127,13 @@ private:
   // a tighter lower bound than the bucket's edge when a bucket holds few distinct scores (with
   // attention 1.0 every score is one of the levels 1-(1-alpha)^k).
   std::vector<double> min_score_;
+  std::vector<double> edges_;      // nbuckets_ + 1 ascending lower edges; edges_[nbuckets_] = +inf
+  uint64_t rebuilds_since_edges_ = 0;
+  uint64_t ops_since_rebuild_ = 0;
+  // f(d) = 1 - exp(-beta d) and (1-alpha)^d for small d, computed with the very expressions
+  // of lrfu_priority() so that prio() is bit-identical to it (the auditor checks).
+  std::vector<double> recency_table_;
+  std::vector<double> decay_table_;
   size_t total_entries_ = 0;
 
   // Per id: current state (the auditor reads it), version, bucket, place in live_.
