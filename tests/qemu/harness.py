@@ -115,11 +115,17 @@ def shared_libraries(path):
     return libs
 
 
-def copy_at_same_path(root, path):
+def copy_at_same_path(root, path, strip=False):
     dest = root + path
     if os.path.exists(dest):
         return
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    # Our programs carry their debug information (debugoptimized builds): most of their size,
+    # and the guest unpacks every byte of the initramfs under emulation.
+    if strip and shutil.which("strip") and subprocess.run(
+            ["strip", "--strip-debug", "-o", dest, os.path.realpath(path)], capture_output=True).returncode == 0:
+        shutil.copymode(os.path.realpath(path), dest)
+        return
     shutil.copy2(os.path.realpath(path), dest)
 
 
@@ -144,7 +150,7 @@ def build_initramfs(work, programs, checks, kver, kdir, cxl):
         extra = [p for p in ("/usr/bin/cxl", "/usr/bin/ndctl", "/usr/bin/daxctl") if os.path.exists(p)]
     for prog in list(programs) + extra:
         prog = os.path.abspath(prog)
-        copy_at_same_path(root, prog)
+        copy_at_same_path(root, prog, strip=True)
         for lib in shared_libraries(prog):
             copy_at_same_path(root, lib)
         link = os.path.join(root, "cxltq/bin", os.path.basename(prog))
@@ -281,6 +287,8 @@ def main():
     a = ap.parse_args()
 
     build_root = os.path.abspath(a.build_root)
+    # Relative program paths: from the working directory, else from the build root (meson).
+    a.program = [os.path.abspath(p) if os.path.exists(p) else os.path.join(build_root, p) for p in a.program]
     work = os.path.join(build_root, "tests", "qemu", "run-" + a.name)
     os.makedirs(work, exist_ok=True)
     cache = a.cache

@@ -104,6 +104,10 @@ check_exe() {
   else result "$n" FAIL "$prog exited $rc: ${detail:-$(last_line /tmp/$n.err)}"; fi
 }
 
+gtest_names() {  # gtest_names FAILED|SKIPPED FILE: up to 3 test names, once each
+  sed -n "s/^\\[  $1 *\\] \\([A-Za-z][^ ]*\\).*/\\1/p" "$2" | sort -u | head -n 3 | tr '\n' ' '
+}
+
 check_gtest() {
   n=$1 prog=$2; shift 2
   if ! command -v "$prog" >/dev/null; then result "$n" FAIL "$prog is not in the initramfs"; return; fi
@@ -112,8 +116,8 @@ check_gtest() {
   skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "/tmp/$n.out")
   failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "/tmp/$n.out")
   if [ $timed_out = 1 ]; then result "$n" FAIL "$prog timed out after ${cxltq_timeout:-60} s"
-  elif [ $rc -ne 0 ]; then result "$n" FAIL "$prog exited $rc, ${failed:-?} failed: $(grep '^\[  FAILED  \] [A-Za-z]' /tmp/$n.out | sort -u | head -3 | cut -c14- | tr '\n' ' ')"
-  elif [ -n "$skipped" ]; then result "$n" FAIL "$skipped test(s) skipped in the multi-NUMA guest: $(grep '^\[  SKIPPED \] [A-Za-z]' /tmp/$n.out | sort -u | head -3 | cut -c14- | tr '\n' ' ')"
+  elif [ $rc -ne 0 ]; then result "$n" FAIL "$prog exited $rc, ${failed:-?} failed: $(gtest_names FAILED "/tmp/$n.out")"
+  elif [ -n "$skipped" ]; then result "$n" FAIL "$skipped test(s) skipped in the multi-NUMA guest: $(gtest_names SKIPPED "/tmp/$n.out")"
   elif [ -z "$passed" ] || [ "$passed" -eq 0 ]; then result "$n" FAIL "$prog ran no test (check the --gtest_filter)"
   else result "$n" PASS "$passed test(s) passed"; fi
 }
