@@ -201,9 +201,9 @@ def boot(work, kdir, initrd, cmdline_extra, timeout, attempt, cxl, accel, intera
     if cxl:
         # QEMU 7.2's cxl-type3 has persistent memory only (memdev=, no volatile-memdev). RAM
         # backends: nothing on disk, and empty labels (LSA) at every boot. The second root port
-        # stays empty on purpose: with a single root port Linux leaves the host bridge's decoder
-        # in pass-through and does not program it, QEMU 7.2 then routes no access to the device,
-        # and the onlined memory reads back zeros (measured here: every byte of every page).
+        # stays empty on purpose: with a single one the onlined memory read back zeros (every
+        # byte of every page, measured here); most likely Linux then treats the host bridge as
+        # pass-through and leaves its decoder unprogrammed, which QEMU 7.2 does not route.
         cmd += ["-object", "memory-backend-ram,id=cxl-mem0,size=256M",
                 "-object", "memory-backend-ram,id=cxl-lsa0,size=256M",
                 "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1",
