@@ -129,7 +129,7 @@ def copy_at_same_path(root, path, strip=False):
     shutil.copy2(os.path.realpath(path), dest)
 
 
-def build_initramfs(work, programs, checks, kver, kdir, cxl):
+def build_initramfs(work, programs, files, checks, kver, kdir, cxl):
     t0 = time.monotonic()
     root = os.path.join(work, "guest-root")
     shutil.rmtree(root, ignore_errors=True)
@@ -156,6 +156,9 @@ def build_initramfs(work, programs, checks, kver, kdir, cxl):
         link = os.path.join(root, "cxltq/bin", os.path.basename(prog))
         if not os.path.lexists(link):
             os.symlink(prog, link)
+    for f in files:
+        os.makedirs(os.path.join(root, "cxltq/files"), exist_ok=True)
+        shutil.copy2(f, os.path.join(root, "cxltq/files", os.path.basename(f)))
     if cxl:
         src = os.path.join(kdir, "modroot", "lib", "modules", kver)
         shutil.copytree(src, os.path.join(root, "lib", "modules", kver), symlinks=True, dirs_exist_ok=True)
@@ -266,11 +269,15 @@ def tail(path, n):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description="Boot the multi-NUMA QEMU guest and run the checks of "
+                                 "tests/qemu/checks.txt in it (docs/qemu.md). Exit 0 pass, 1 fail, "
+                                 "77 qemu cannot be installed or started here.")
     ap.add_argument("--build-root", required=True, help="the meson build directory")
     ap.add_argument("--program", action="append", default=[],
                     help="a program to copy into the guest with its libraries (repeat)")
-    ap.add_argument("--checks", default=os.path.join(HERE, "checks.txt"))
+    ap.add_argument("--file", action="append", default=[],
+                    help="a data file (a config, a trace) to copy into the guest as /cxltq/files/NAME (repeat)")
+    ap.add_argument("--checks", default=os.path.join(HERE, "checks.txt"), help="the check list (default checks.txt)")
     ap.add_argument("--only", default="", help="comma-separated check names to run")
     ap.add_argument("--cache", default=os.environ.get("CXLT_QEMU_CACHE", ""),
                     help="setup cache (default: setup.sh's)")
@@ -303,7 +310,7 @@ def main():
         kver, kdir, t_setup, qver = setup(cache, a.cxl)
         say(f"setup {t_setup:.1f} s: {qver}, guest kernel {kver} (cache {cache})")
         step = "initramfs"
-        initrd, t_init = build_initramfs(work, a.program, a.checks, kver, kdir, a.cxl)
+        initrd, t_init = build_initramfs(work, a.program, a.file, a.checks, kver, kdir, a.cxl)
         say(f"initramfs {t_init:.1f} s: {os.path.getsize(initrd) / 2**20:.1f} MiB, "
             f"{len(a.program)} program(s), {len(expected)} check(s)")
         extra = [f"cxltq_timeout={a.check_timeout}"] + a.append.split()

@@ -8,11 +8,12 @@
 # Usage: setup.sh [--cxl] [CACHE_DIR]
 #   CACHE_DIR  default: $CXLT_QEMU_CACHE, else /var/cache/cxltier-qemu (root), else
 #              ${XDG_CACHE_HOME:-~/.cache}/cxltier-qemu. Survives between runs and build dirs.
-#   --cxl      also the packages and kernel modules of the optional CXL Type-3 test (ndctl,
-#              daxctl, kmod for depmod).
-# Writes CACHE_DIR/kernel/<version>/{vmlinuz,vmlinux,modroot/lib/modules/<version>} and CACHE_DIR/kernel/current (the
-# version in use). Exit status: 0 ready; 77 cannot be installed here (not root and the tools
-# are missing, or apt/network unavailable and nothing cached): the caller skips; 1 anything else.
+#   --cxl      also what the optional CXL Type-3 test needs: ndctl, daxctl, and kmod's depmod
+#              to index the cxl, dax and nvdimm modules (unpacked with the kernel either way).
+# Writes CACHE_DIR/kernel/<version>/{vmlinuz,vmlinux,modroot/lib/modules/<version>/} and
+# CACHE_DIR/kernel/current (the version in use). Exit status: 0 ready; 77 cannot be installed
+# here (not root and the tools are missing, or apt/network unavailable and nothing cached): the
+# caller skips; 1 anything else.
 set -euo pipefail
 
 want_cxl=0
