@@ -89,6 +89,11 @@ HwlocTopology load_live() {
   // value the user set wins.
   setenv("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "1", 0);
   HwlocTopology h = new_handle("of this machine");
+  // On the live machine, OS devices (DAX, CXL memory devices) come from the Linux backend; the
+  // PCI tree would add nothing we use, costs a PCI scan, and hwloc's PCI plugin (libpciaccess)
+  // leaks at exit, which fails sanitizer builds of every program that discovers tiers.
+  hwloc_topology_set_type_filter(h.get(), HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
+  hwloc_topology_set_type_filter(h.get(), HWLOC_OBJ_BRIDGE, HWLOC_TYPE_FILTER_KEEP_NONE);
   if (hwloc_topology_load(h.get()) != 0)
     fail(CXLT_ERROR_TOPOLOGY, "cannot load the topology of this machine: hwloc_topology_load failed: ",
          std::strerror(errno));
