@@ -190,6 +190,13 @@ CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
  *         could not supply memory (nothing moved).
  */
 CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+/**
+ * As cxlt_block_admit; *placed (may be NULL) is set to 1 when this call gave the block a new
+ * slot (its bytes are undefined: the engine must fill them, e.g. recompute the KV), 0 when the
+ * block was already resident (its bytes are as last written).
+ */
+CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out,
+                                           int *placed) CXLT_NOEXCEPT;
 
 /**
  * Record one decode step's accesses: for each of n keys, score = alpha*attention +

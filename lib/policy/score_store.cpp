@@ -333,7 +333,20 @@ void write_all(int fd, const char *p, size_t n, const std::string &tmp) {
 }
 }  // namespace
 
+std::vector<std::pair<Key, PolicyState>> ScoreStore::snapshot() const {
+  std::vector<std::pair<Key, PolicyState>> out;
+  out.reserve(size_);
+  for_each([&](NodeId, const StoreEntry &e) { out.emplace_back(e.key, e.st); });
+  return out;
+}
+
 void ScoreStore::save(const std::string &path, const CheckpointMeta &meta) const {
+  write_checkpoint(path, meta, snapshot());
+}
+
+void ScoreStore::write_checkpoint(const std::string &path, const CheckpointMeta &meta,
+                                  const std::vector<std::pair<Key, PolicyState>> &states) {
+  const size_t count = states.size();
   if (path.empty()) fail(CXLT_ERROR_IO, "score store checkpoint: empty path");
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
@@ -341,11 +354,11 @@ void ScoreStore::save(const std::string &path, const CheckpointMeta &meta) const
   remove_stale_temps(path);
 
   std::string buf;
-  buf.reserve(expected_size(size_));
+  buf.reserve(expected_size(count));
   buf.append(kMagic, 8);
   put<uint32_t>(buf, kVersion);
   put<uint32_t>(buf, kHeader);
-  put<uint64_t>(buf, size_);
+  put<uint64_t>(buf, count);
   put<uint64_t>(buf, meta.current_step);
   put<uint64_t>(buf, meta.current_tick);
   put<double>(buf, meta.alpha);
@@ -353,26 +366,26 @@ void ScoreStore::save(const std::string &path, const CheckpointMeta &meta) const
   put<uint32_t>(buf, meta.mode == ScoreMode::decay ? 1u : 0u);
   put<uint32_t>(buf, XXH32(buf.data(), 60, 0));
   size_t in_chunk = 0, chunk_start = buf.size();
-  for_each([&](NodeId, const StoreEntry &e) {
-    put<uint64_t>(buf, e.key.hi);
-    put<uint64_t>(buf, e.key.lo);
-    put<double>(buf, e.st.score);
-    put<uint64_t>(buf, e.st.last_access);
-    put<uint64_t>(buf, e.st.accesses);
-    put<uint64_t>(buf, e.st.tick);
+  for (const auto &[key, state] : states) {
+    put<uint64_t>(buf, key.hi);
+    put<uint64_t>(buf, key.lo);
+    put<double>(buf, state.score);
+    put<uint64_t>(buf, state.last_access);
+    put<uint64_t>(buf, state.accesses);
+    put<uint64_t>(buf, state.tick);
     if (++in_chunk == kChunk) {
       put<uint64_t>(buf, XXH3_64bits(buf.data() + chunk_start, buf.size() - chunk_start));
       in_chunk = 0;
       chunk_start = buf.size();
     }
-  });
+  }
   if (in_chunk) put<uint64_t>(buf, XXH3_64bits(buf.data() + chunk_start, buf.size() - chunk_start));
   uint64_t whole = XXH3_64bits(buf.data(), buf.size());
   buf.append(kEndMagic, 8);
-  put<uint64_t>(buf, size_);
+  put<uint64_t>(buf, count);
   put<uint64_t>(buf, whole);
   put<uint64_t>(buf, 0);
-  cxlt_assert(buf.size() == expected_size(size_));
+  cxlt_assert(buf.size() == expected_size(count));
 
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);

@@ -96,6 +96,11 @@ public:
   // failure; load() throws CXLT_ERROR_IO (missing, unreadable, a symbolic link) or
   // CXLT_ERROR_CORRUPT (truncated, damaged, foreign, or from a newer format) naming the file.
   void save(const std::string &path, const CheckpointMeta &meta) const;
+  // Copy every state out (for a checkpoint written without holding the caller's lock).
+  std::vector<std::pair<Key, PolicyState>> snapshot() const;
+  // Write a checkpoint of `states` (the same format and guarantees as save()).
+  static void write_checkpoint(const std::string &path, const CheckpointMeta &meta,
+                               const std::vector<std::pair<Key, PolicyState>> &states);
   static LoadedCheckpoint load(const std::string &path);
   // Replace the whole content by a loaded checkpoint (all states non-resident). Throws (and
   // changes nothing) if the checkpoint holds more states than a bounded store's capacity.

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tiered runtime, C++ API (the C ABI in cxltier.h is a thin layer over it). It keeps KV
+// blocks in per-tier pools of real memory under per-tier budgets, orders each tier by the
+// configured eviction policy, admits new blocks into the fastest tier with room, demotes and
+// drops the coldest, promotes hot blocks, moves bytes asynchronously, and keeps every block's
+// policy state in the identity-keyed score store.
+//
+// Thread-safe: every member may be called from several threads at once. Errors are thrown as
+// cxltier::Error with the C ABI's result code.
+#pragma once
+
+#include <cxltier/config.hpp>
+#include <cxltier/cxltier.h>
+#include <cxltier/key.hpp>
+#include <cxltier/topology.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cxltier {
+
+class FaultControl;  // tiers/faulty: fault injection for tests
+
+struct Block {
+  void *data = nullptr;  // nullptr on the null backend
+  size_t bytes = 0;
+  int tier = -1;         // rank of the tier that holds it
+  uint64_t handle = 0;   // for access_handles(): no hashing
+};
+
+// What reference() found (trace replay).
+struct ReferenceResult {
+  int hit_tier = -1;        // tier that held the block, -1 on a miss
+  bool admitted = false;    // a miss that was admitted (OPT may decline)
+  bool restored = false;    // the admission restored a stored state
+};
+
+class CXLT_API Runtime {
+public:
+  // Resolve the tiers against the topology, create backends and pools, load the score-store
+  // checkpoint if configured, start the migration threads. Throws Error with CXLT_ERROR_CONFIG
+  // (naming the field), _TOPOLOGY, _BACKEND, _IO or _CORRUPT; nothing is left running.
+  static std::unique_ptr<Runtime> open(const RuntimeConfig &config);
+  ~Runtime();  // close(): stop, checkpoint if configured, free every tier's memory
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+
+  // *placed (optional) is true when this call gave the block a new slot: its bytes are
+  // undefined and the engine must fill them; false when it was resident already.
+  Block admit(const Key &key, bool *placed = nullptr);
+  void access(const Key *keys, const float *attention, size_t n);
+  void access_handles(const uint64_t *handles, const float *attention, size_t n);
+  bool lookup(const Key &key, Block *out);
+  Block pin(const Key &key);
+  void unpin(const Key &key);
+  void release(const Key &key, bool forget);
+  bool policy_state(const Key &key, cxlt_policy_state_t *out);
+  void step();
+  uint64_t current_step() const;
+  bool wait_idle(int64_t timeout_ms);
+  void checkpoint();
+
+  // One reference of a trace: a hit updates the block's state; a miss admits it (its state
+  // restored or reset by the persist setting). `next_use` is the index of the block's next
+  // reference (UINT64_MAX: never), used by OPT only. The clock is advanced by step().
+  ReferenceResult reference(const Key &key, float attention, uint64_t next_use);
+
+  cxlt_stats_t stats() const;
+  std::string stats_json() const;
+  size_t tier_count() const;
+  cxlt_tier_info_t tier_info(size_t rank) const;
+  // The pair's copy method ("memcpy", "nt-avx2", "backend:emulated", "none" for null tiers).
+  std::string copy_method(size_t from, size_t to) const;
+  const RuntimeConfig &config() const;
+  const Topology &topology() const;
+  // The fault controller of a tier using the faulty backend (tests), or nullptr.
+  std::shared_ptr<FaultControl> faults(size_t rank) const;
+  // Check every invariant: each block in exactly one tier or none, pool and index counts,
+  // budgets. Returns "" when valid. Takes the lock; O(blocks).
+  std::string validate() const;
+
+  struct Impl;
+
+private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cxltier

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: Apache-2.0
+// The migration engine: moving a block's bytes between tiers without ever losing or tearing
+// it, by worker threads (background demotion and promotion) or by the calling thread (an
+// admission that must make room), plus the background mover that keeps headroom under the
+// watermarks and acts on promotion candidates.
+//
+// The move protocol (block B from tier S, slot s, to tier D):
+//  1. [lock held] B is resident in S, unpinned, not moving. A slot d is allocated in D's pool
+//     first, so D's budget is charged before any byte moves and can never be exceeded. B is
+//     marked moving and taken out of S's policy index (nobody can choose it again). B's
+//     entry still says (S, s), and s stays allocated: lookup() still returns the old place,
+//     where the bytes are intact.
+//  2. [lock released] The bytes are copied s -> d: by D's backend (ext_copy_in), else S's
+//     (ext_copy_out), else our copy kernel when both sides are host memory. Nobody writes s
+//     (writers must pin, and pin() waits for moving blocks, step 4) and nobody reads d (no
+//     entry points at it). With verify_copies, s is hashed before and d after the copy.
+//  3. [lock held] Failure: d is freed, B is put back in S's index, the moving mark cleared:
+//     B is exactly where it was (counted in migration_failures). Success: the switch happens
+//     in one step under the lock: B's entry becomes (D, d), s is freed, B enters D's index
+//     with its current state (accesses during the copy updated the state, not an index).
+//     Either way waiters are woken.
+//  4. pin() and release(forget) of a moving block wait on the condition variable until step
+//     3, then act on B where it now is. access() and lookup() never wait: access updates the
+//     state, lookup returns the old place (valid until step 3; callers who keep a pointer
+//     pin the block).
+// So a resident block is always in exactly one tier as live data (the copy in d is not live
+// until the switch), and never in none.
+#include "runtime/runtime_impl.hpp"
+
+#include "core/assert.hpp"
+
+#include <cxltier/error.hpp>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace cxltier {
+
+namespace {
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+}  // namespace
+
+// Protocol step 1.
+MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
+  StoreEntry &e = (*store)[id];
+  cxlt_assert(e.tier >= 0 && e.tier != dst && e.pins == 0 && (e.flags & kFlagMoving) == 0);
+  const int src = e.tier;
+  tiers[src].policy->erase(id, dst > src ? EraseReason::evicted : EraseReason::moved);
+  e.flags |= kFlagMoving;
+  e.aux = dst_slot;
+  ++tiers[src].moving_out;
+  ++in_flight;
+  return MoveJob{id, e.generation, src, e.slot, dst, dst_slot, tiers[src].pool->address(e.slot),
+                 tiers[dst].pool->address(dst_slot)};
+}
+
+// Protocol step 2 (no lock held).
+cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err) {
+  const TierRt &S = tiers[job.src], &D = tiers[job.dst];
+  const uint64_t t0 = now_ns();
+  cxlt_result_t r = CXLT_OK;
+  if (S.no_bytes && D.no_bytes) {
+    *ns = 0;
+    return CXLT_OK;
+  }
+  if (job.src_ptr == nullptr || job.dst_ptr == nullptr) {
+    *err = "one side has no memory (a null tier next to a real one)";
+    return CXLT_ERROR_NOT_SUPPORTED;
+  }
+  uint64_t before = 0;
+  if (cfg.verify_copies) before = XXH3_64bits(job.src_ptr, block_bytes);
+  backend_set_error("");
+  r = D.backend->ops().ext_copy_in(D.backend->state(), job.dst_ptr, job.src_ptr, block_bytes, &S.backend->ops());
+  if (r == CXLT_ERROR_NOT_SUPPORTED)
+    r = S.backend->ops().ext_copy_out(S.backend->state(), job.dst_ptr, job.src_ptr, block_bytes, &D.backend->ops());
+  if (r == CXLT_ERROR_NOT_SUPPORTED && S.host && D.host) {
+    copy_block(job.dst > job.src ? kernel_down : kernel_up, job.dst_ptr, job.src_ptr, block_bytes);
+    r = CXLT_OK;
+  }
+  if (r != CXLT_OK) {
+    *err = backend_last_error();
+    if (err->empty()) *err = std::string("copy failed: ") + cxlt_result_string(r);
+  } else if (cfg.verify_copies && XXH3_64bits(job.dst_ptr, block_bytes) != before) {
+    r = CXLT_ERROR_BACKEND;
+    *err = "the copy's checksum does not match the source's";
+  }
+  *ns = now_ns() - t0;
+  return r;
+}
+
+// Protocol step 3.
+void Runtime::Impl::finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled) {
+  StoreEntry &e = (*store)[job.id];
+  cxlt_assert(e.generation == job.generation && (e.flags & kFlagMoving) && e.tier == job.src && e.slot == job.src_slot);
+  --tiers[job.src].moving_out;
+  --in_flight;
+  e.flags = static_cast<uint8_t>(e.flags & ~kFlagMoving);
+  if (!ok) {
+    tiers[job.dst].pool->free(job.dst_slot);
+    tiers[job.src].policy->insert(job.id, e.key, e.st);
+    if (!cancelled) ++failures;
+  } else {
+    tiers[job.src].pool->free(job.src_slot);
+    e.tier = static_cast<int8_t>(job.dst);
+    e.slot = job.dst_slot;
+    tiers[job.dst].policy->insert(job.id, e.key, e.st);
+    pair_bytes[job.src][job.dst] += block_bytes;
+    ++pair_blocks[job.src][job.dst];
+    pair_ns[job.src][job.dst] += ns;
+    if (job.dst > job.src) ++demotions; else ++promotions;
+  }
+  moved_cv.notify_all();
+}
+
+bool Runtime::Impl::move_now(std::unique_lock<std::mutex> &lk, NodeId id, int dst, SlotId dst_slot, std::string *err) {
+  MoveJob job = begin_move(id, dst, dst_slot);
+  uint64_t ns = 0;
+  cxlt_result_t r = CXLT_OK;
+  if (!(tiers[job.src].no_bytes && tiers[job.dst].no_bytes)) {
+    lk.unlock();
+    r = copy_bytes(job, &ns, err);
+    lk.lock();
+  }
+  finish_move(job, r == CXLT_OK, ns);
+  if (r != CXLT_OK) last_move_error = *err;
+  return r == CXLT_OK;
+}
+
+void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot) {
+  MoveJob job = begin_move(id, dst, dst_slot);
+  if (tiers[job.src].no_bytes && tiers[job.dst].no_bytes) {
+    finish_move(job, true, 0);
+    return;
+  }
+  jobs.push_back(job);
+  work_cv.notify_one();
+}
+
+void Runtime::Impl::worker_loop() {
+  std::unique_lock lk(mu);
+  while (true) {
+    work_cv.wait(lk, [&] { return stopping || !jobs.empty(); });
+    if (jobs.empty()) return;  // stopping and drained
+    MoveJob job = jobs.front();
+    jobs.pop_front();
+    lk.unlock();
+    uint64_t ns = 0;
+    std::string err;
+    cxlt_result_t r = copy_bytes(job, &ns, &err);
+    lk.lock();
+    finish_move(job, r == CXLT_OK, ns);
+    if (r != CXLT_OK) last_move_error = err;
+  }
+}
+
+// Would `id` (in tier t > 0) stay out of the next-victim spot of tier t-1? The promotion rule
+// asks this; *upper_victim gets that tier's victim (kNoNode if it has none to offer).
+bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
+  const StoreEntry &e = (*store)[id];
+  const int up = e.tier - 1;
+  NodeId v = tiers[up].policy->victim(now, eligible());
+  *upper_victim = v;
+  if (cfg.promotion == PromotionRule::always || v == kNoNode) return true;
+  const StoreEntry &ve = (*store)[v];
+  switch (cfg.policy) {
+    case PolicyKind::lrfu: {
+      double pb = lrfu_priority(e.st.score, now - std::min(now, e.st.last_access), cfg.lrfu);
+      double pv = lrfu_priority(ve.st.score, now - std::min(now, ve.st.last_access), cfg.lrfu);
+      return pb < pv;  // the block is hotter than what the faster tier would evict next
+    }
+    case PolicyKind::lfu: return e.st.accesses > ve.st.accesses;
+    case PolicyKind::opt: return opt_next.empty() || opt_next[id] < opt_next[v];
+    default: return e.st.tick > ve.st.tick;  // recency policies: the block was referenced later
+  }
+}
+
+// Synchronous promotion (runtime.synchronous, used by trace replay): move the block up one
+// tier now if the rule says so, swapping with the faster tier's victim when it is full and the
+// victim can go down into the block's tier.
+void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
+  StoreEntry &e = (*store)[id];
+  if (e.tier <= 0 || e.pins != 0 || (e.flags & kFlagMoving)) return;
+  const int t = e.tier, up = t - 1;
+  NodeId v = kNoNode;
+  if (!promote_candidate(id, &v)) return;
+  std::string err;
+  SlotId d = kInvalidSlot;
+  if (tiers[up].pool->allocate(&d) == CXLT_OK) {
+    move_now(lk, id, up, d, &err);
+    return;
+  }
+  if (v == kNoNode) return;
+  if (tiers[t].no_bytes && tiers[up].no_bytes) {
+    // No bytes to move: exchange the two blocks' places directly.
+    StoreEntry &ve = (*store)[v];
+    tiers[up].policy->erase(v, EraseReason::evicted);
+    tiers[t].policy->erase(id, EraseReason::moved);
+    std::swap(e.slot, ve.slot);
+    e.tier = static_cast<int8_t>(up);
+    ve.tier = static_cast<int8_t>(t);
+    tiers[up].policy->insert(id, e.key, e.st);
+    tiers[t].policy->insert(v, ve.key, ve.st);
+    ++promotions;
+    ++demotions;
+    ++pair_blocks[t][up];
+    ++pair_blocks[up][t];
+    return;
+  }
+  // Real memory: demote the victim into a free slot of the block's tier (making one there,
+  // down the chain, if it is full), then promote. The block is pinned meanwhile so that making
+  // room cannot pick it.
+  StoreEntry &be = (*store)[id];
+  ++be.pins;
+  bool ok = false;
+  try {
+    SlotId dv = kInvalidSlot;
+    if (tiers[t].pool->allocate(&dv) != CXLT_OK && make_room(lk, t, kNoNode, 0)) {
+      if (tiers[t].pool->allocate(&dv) != CXLT_OK) dv = kInvalidSlot;
+    }
+    const StoreEntry &ve = (*store)[v];
+    if (dv != kInvalidSlot) {
+      if (ve.tier == up && ve.pins == 0 && !(ve.flags & kFlagMoving)) {
+        ok = move_now(lk, v, t, dv, &err);
+      } else {
+        tiers[t].pool->free(dv);  // the victim went elsewhere while the lock was released
+      }
+    }
+  } catch (...) {
+    --(*store)[id].pins;
+    throw;
+  }
+  --(*store)[id].pins;
+  const StoreEntry &after = (*store)[id];
+  if (ok && after.tier == t && after.pins == 0 && !(after.flags & kFlagMoving) &&
+      tiers[up].pool->allocate(&d) == CXLT_OK)
+    move_now(lk, id, up, d, &err);
+}
+
+// One pass of the background mover: promotion candidates first (they are what the engine
+// uses now), then headroom under the watermarks, bottom tier first so that demotions from
+// above find room.
+void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &) {
+  size_t budget = 64;
+  size_t n = std::min(budget, promote_queue.size());
+  std::vector<NodeId> retry;
+  for (size_t i = 0; i < n; ++i) {
+    NodeId id = promote_queue[i];
+    StoreEntry &e = (*store)[id];
+    e.flags = static_cast<uint8_t>(e.flags & ~kFlagPromoteQueued);
+    if (e.tier <= 0 || e.pins != 0 || (e.flags & kFlagMoving)) continue;
+    NodeId v = kNoNode;
+    if (!promote_candidate(id, &v)) continue;
+    const int t = e.tier, up = t - 1;
+    SlotId d = kInvalidSlot;
+    if (tiers[up].pool->allocate(&d) == CXLT_OK) {
+      schedule_move(id, up, d);
+    } else if (v != kNoNode) {
+      // Make room above by sending its victim down into this tier, then try again next pass.
+      SlotId dv = kInvalidSlot;
+      if (tiers[t].pool->allocate(&dv) == CXLT_OK) {
+        schedule_move(v, t, dv);
+        e.flags |= kFlagPromoteQueued;
+        retry.push_back(id);
+      }
+    }
+  }
+  promote_queue.erase(promote_queue.begin(), promote_queue.begin() + static_cast<std::ptrdiff_t>(n));
+  promote_queue.insert(promote_queue.end(), retry.begin(), retry.end());
+
+  for (int t = last_tier(); t >= 0; --t) {
+    TierRt &tr = tiers[t];
+    const double max = tr.pool->max_slots();
+    if (tr.pool->slots_used() <= cfg.high_watermark * max) continue;
+    const uint32_t target = static_cast<uint32_t>(cfg.low_watermark * max);
+    unsigned moved = 0;
+    while (tr.pool->slots_used() - tr.moving_out > target && moved < cfg.migration_batch) {
+      NodeId v = tr.policy->victim(now, eligible());
+      if (v == kNoNode) break;
+      if (t == last_tier()) {
+        drop(v);
+      } else {
+        SlotId d = kInvalidSlot;
+        if (tiers[t + 1].pool->allocate(&d) != CXLT_OK) break;
+        schedule_move(v, t + 1, d);
+      }
+      ++moved;
+    }
+  }
+}
+
+void Runtime::Impl::mover_loop() {
+  std::unique_lock lk(mu);
+  while (!stopping) {
+    mover_cv.wait_for(lk, std::chrono::milliseconds(2));
+    if (stopping) break;
+    try {
+      mover_pass(lk);
+    } catch (const std::exception &ex) {
+      // A worker never dies silently: report and go on (the next pass retries).
+      std::fprintf(stderr, "cxltier: background mover: %s\n", ex.what());
+    }
+  }
+}
+
+void Runtime::Impl::start_threads() {
+  if (cfg.synchronous) return;
+  for (unsigned i = 0; i < cfg.migration_threads; ++i) workers.emplace_back([this] { worker_loop(); });
+  mover = std::thread([this] { mover_loop(); });
+}
+
+void Runtime::Impl::stop_threads() {
+  {
+    std::lock_guard lk(mu);
+    stopping = true;
+    // Queued moves that no worker has started are cancelled: each block stays where it was.
+    while (!jobs.empty()) {
+      MoveJob job = jobs.front();
+      jobs.pop_front();
+      finish_move(job, false, 0, true);
+    }
+  }
+  work_cv.notify_all();
+  mover_cv.notify_all();
+  if (mover.joinable()) mover.join();
+  for (std::thread &w : workers)
+    if (w.joinable()) w.join();
+  workers.clear();
+}
+
+void Runtime::Impl::write_checkpoint_now(std::unique_lock<std::mutex> &lk) {
+  CheckpointMeta meta{now, tick, cfg.lrfu.alpha, cfg.lrfu.beta, cfg.lrfu.mode};
+  auto states = store->snapshot();
+  lk.unlock();
+  try {
+    std::lock_guard ck(checkpoint_mu);
+    // Two callers may race here; never let an older snapshot replace a newer one.
+    if (meta.current_tick >= checkpoint_written_tick) {
+      ScoreStore::write_checkpoint(cfg.store_path, meta, states);
+      checkpoint_written_tick = meta.current_tick;
+    }
+  } catch (...) {
+    lk.lock();
+    throw;
+  }
+  lk.lock();
+}
+
+}  // namespace cxltier

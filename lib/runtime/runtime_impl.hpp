@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runtime's internal state (runtime.cpp, migration.cpp, runtime_open.cpp share it).
+//
+// One mutex (`mu`) guards everything below it: the score store (which is also the block
+// table: residency, pins, flags), every tier's pool and policy index, the job queue and the
+// counters. Bytes are never copied under it: migrations copy with the lock released (see the
+// protocol in migration.cpp). Pool, index and store operations are O(1) or O(log n) and
+// allocation-free in steady state, so the lock is held for well under a microsecond per block.
+#pragma once
+
+#include "policy/eviction.hpp"
+#include "policy/score_store.hpp"
+#include "runtime/copy.hpp"
+#include "runtime/pool.hpp"
+#include "tiers/backend.hpp"
+#include "tiers/faulty/faulty.hpp"
+
+#include <cxltier/config.hpp>
+#include <cxltier/runtime.hpp>
+#include <cxltier/topology.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cxltier {
+
+// StoreEntry::flags bits.
+constexpr uint8_t kFlagMoving = 1;         // a copy to another tier is in flight
+constexpr uint8_t kFlagPromoteQueued = 2;  // in the promotion queue
+constexpr uint8_t kFlagReleased = 4;       // the engine released it (cached, evictable)
+constexpr uint8_t kFlagAdmitting = 8;      // an admission is placing it (the lock may be released)
+
+struct TierRt {
+  std::string name;
+  TierKind kind = TierKind::unknown;
+  std::string backend_name;
+  std::vector<unsigned> nodes;
+  double bandwidth_mib_s = 0;
+  double latency_ns = 0;
+  bool emulated = false;
+  bool host = true;       // extents are CPU-addressable host memory
+  bool no_bytes = false;  // null backend
+  std::unique_ptr<TierBackend> backend;
+  std::unique_ptr<BlockPool> pool;
+  std::unique_ptr<EvictionPolicy> policy;
+  uint32_t moving_out = 0;  // blocks being copied out of this tier (their slots still held)
+  uint64_t hits = 0;
+  uint64_t admissions = 0;
+};
+
+struct MoveJob {
+  NodeId id;
+  uint32_t generation;
+  int src;
+  SlotId src_slot;
+  int dst;
+  SlotId dst_slot;
+  void *src_ptr;  // addresses taken under the lock at step 1 (nullptr for null tiers)
+  void *dst_ptr;
+};
+
+struct Runtime::Impl {
+  RuntimeConfig cfg;
+  Topology topo;
+  uint64_t block_bytes = 0;
+  std::vector<TierRt> tiers;
+  std::unique_ptr<ScoreStore> store;
+  size_t policy_ids = 0;
+  CopyKernel kernel_down = CopyKernel::nt;  // demotions: stream around the cache
+  CopyKernel kernel_up = CopyKernel::memcpy;  // promotions: the engine reads the block soon
+
+  mutable std::mutex mu;
+  std::condition_variable moved_cv;  // a move finished (pin/release/close wait on it)
+  std::condition_variable work_cv;   // a job was queued, or stop
+  std::condition_variable mover_cv;  // wake the background mover, or stop
+  std::deque<MoveJob> jobs;
+  size_t in_flight = 0;  // moves between step 1 and step 3 of the protocol
+  bool stopping = false;
+  bool closed = false;
+  std::vector<std::thread> workers;
+  std::thread mover;
+  std::vector<NodeId> promote_queue;
+
+  uint64_t now = 0;   // decode step
+  uint64_t tick = 0;  // reference counter (LRU/LFU order within a step)
+  uint64_t checkpoint_at_step = 0;
+
+  // Counters (under mu).
+  uint64_t accesses = 0, misses = 0, promotions = 0, demotions = 0, drops = 0, restored = 0, failures = 0;
+  uint64_t pair_bytes[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  uint64_t pair_blocks[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  uint64_t pair_ns[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+
+  std::vector<NodeId> scratch;  // per-call scratch under mu (keeps its capacity)
+  std::vector<uint64_t> opt_next;  // OPT: each block's next reference (trace replay)
+  std::mutex checkpoint_mu;     // one checkpoint write at a time (taken without mu held)
+  uint64_t checkpoint_written_tick = 0;  // under checkpoint_mu
+  std::string last_move_error;  // message of the last failed copy (under mu)
+
+  // --- runtime.cpp
+  static bool eligible_fn(const void *ctx, NodeId id) noexcept;
+  Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this}; }
+  NodeId find_or_insert(const Key &key);
+  void ensure_policy_ids();
+  Block block_of(NodeId id) const noexcept;
+  uint64_t handle_of(NodeId id) const noexcept;
+  void note_access(NodeId id, float attention) noexcept;
+  void install(NodeId id, int tier, SlotId slot);
+  void drop(NodeId id);
+  int place(std::unique_lock<std::mutex> &lk, NodeId id);
+  bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
+  void restore_or_reset(NodeId id, bool *restored_out);
+  int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
+
+  // --- migration.cpp
+  bool move_now(std::unique_lock<std::mutex> &lk, NodeId id, int dst, SlotId dst_slot, std::string *err);
+  void schedule_move(NodeId id, int dst, SlotId dst_slot);
+  MoveJob begin_move(NodeId id, int dst, SlotId dst_slot);
+  cxlt_result_t copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err);
+  void finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled = false);
+  bool promote_candidate(NodeId id, NodeId *upper_victim);
+  void promote_sync(std::unique_lock<std::mutex> &lk, NodeId id);
+  void worker_loop();
+  void mover_loop();
+  void mover_pass(std::unique_lock<std::mutex> &lk);
+  void start_threads();
+  void stop_threads();
+  void write_checkpoint_now(std::unique_lock<std::mutex> &lk);
+};
+
+}  // namespace cxltier

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+// Opening and closing a runtime: the configured tiers resolved against the topology, one
+// backend, pool and policy index per tier, the score store (and its checkpoint), the threads.
+#include "runtime/runtime_impl.hpp"
+
+#include <cxltier/error.hpp>
+#include <cxltier/units.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sys/stat.h>
+
+namespace cxltier {
+
+namespace {
+
+HugePageMode to_mode(HugePages h) {
+  switch (h) {
+    case HugePages::none: return HugePageMode::none;
+    case HugePages::thp: return HugePageMode::thp;
+    case HugePages::hugetlb: return HugePageMode::hugetlb;
+  }
+  return HugePageMode::thp;
+}
+
+std::string kinds_of(const Topology &topo) {
+  std::string s;
+  for (const TierDesc &t : topo.tiers) s += (s.empty() ? "" : ", ") + std::string(tier_kind_name(t.kind));
+  return s.empty() ? "none" : s;
+}
+
+// Which topology tier a configured tier stands for (nullptr: nodes outside every tier).
+const TierDesc *match_tier(const Topology &topo, const TierConfig &tc, size_t index) {
+  if (tc.kind) {
+    for (const TierDesc &t : topo.tiers)
+      if (t.kind == *tc.kind) return &t;
+    fail(CXLT_ERROR_CONFIG, "tiers.", index, ".kind = ", tier_kind_name(*tc.kind), ": the topology (",
+         topology_source_name(topo.source), ", ", topo.origin, ") has no such tier (it has: ", kinds_of(topo), ")");
+  }
+  if (!tc.numa_nodes.empty()) {
+    for (const TierDesc &t : topo.tiers) {
+      bool all = std::all_of(tc.numa_nodes.begin(), tc.numa_nodes.end(), [&](unsigned n) {
+        return std::find(t.numa_nodes.begin(), t.numa_nodes.end(), n) != t.numa_nodes.end();
+      });
+      if (all) return &t;
+    }
+    return nullptr;
+  }
+  fail(CXLT_ERROR_CONFIG, "tiers.", index, " names neither a kind nor numa_nodes");
+}
+
+}  // namespace
+
+std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
+  config.validate();
+  auto m = std::make_unique<Impl>();
+  m->cfg = config;
+  RuntimeConfig &cfg = m->cfg;
+  m->block_bytes = cfg.geometry.bytes();
+  m->topo = discover_topology(cfg.topology);
+
+  std::vector<TierConfig> wanted = cfg.tiers;
+  if (wanted.empty()) {
+    for (const TierDesc &t : m->topo.tiers) {
+      TierConfig tc;
+      tc.kind = t.kind;
+      tc.name = tier_kind_name(t.kind);
+      for (const TierConfig &w : wanted)
+        if (w.name == tc.name) tc.name += std::to_string(t.rank);
+      tc.numa_nodes = t.numa_nodes;
+      wanted.push_back(tc);
+    }
+    if (wanted.size() > CXLT_MAX_TIERS) wanted.resize(CXLT_MAX_TIERS);
+  }
+  const bool system_topology = m->topo.source == TopologySource::this_system;
+  size_t null_tiers = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const TierConfig &tc = wanted[i];
+    const TierDesc *desc = match_tier(m->topo, tc, i);
+    TierRt t;
+    t.kind = tc.kind ? *tc.kind : (desc ? desc->kind : TierKind::unknown);
+    t.name = !tc.name.empty() ? tc.name : tier_kind_name(t.kind);
+    t.nodes = !tc.numa_nodes.empty() ? tc.numa_nodes : (desc ? desc->numa_nodes : std::vector<unsigned>{});
+    t.emulated = !system_topology || (desc && desc->emulated);
+    t.bandwidth_mib_s = tc.bandwidth_mib_s.value_or(desc && desc->bandwidth_mib_s ? *desc->bandwidth_mib_s : 0.0);
+    t.latency_ns = tc.latency_ns.value_or(desc && desc->latency_ns ? *desc->latency_ns : 0.0);
+    t.backend_name = tc.backend == "auto" ? (t.emulated ? "emulated" : "numa") : tc.backend;
+    if (t.backend_name == "null") ++null_tiers;
+    uint64_t budget = tc.budget_bytes;
+    if (budget == 0) {
+      TierDesc d = desc ? *desc : TierDesc{};
+      d.kind = t.kind;
+      budget = default_tier_budget(d, t.emulated);
+    }
+    if (budget < m->block_bytes)
+      fail(CXLT_ERROR_CONFIG, "tiers.", i, ".budget = ", format_bytes(budget), " is smaller than one block (",
+           format_bytes(m->block_bytes), ")");
+    TierBackendParams p;
+    p.tier_name = t.name;
+    p.kind = t.kind;
+    p.numa_nodes = t.nodes;
+    p.budget_bytes = budget;
+    p.block_bytes = m->block_bytes;
+    p.capacity_bytes = t.emulated && desc ? desc->capacity_bytes : 0;
+    p.huge_pages = to_mode(cfg.huge_pages);
+    p.verify_placement = cfg.verify_placement;
+    p.pace_mib_s = tc.pace_mib_s;
+    p.memkind_kind = tc.memkind_kind;
+    if (t.backend_name == "faulty") p.faults = std::make_shared<FaultControl>();
+    try {
+      t.backend = std::make_unique<TierBackend>(t.backend_name, p);
+    } catch (const Error &e) {
+      fail(e.code() == CXLT_ERROR_NOT_SUPPORTED ? CXLT_ERROR_CONFIG : e.code(), "tiers.", i, " ('", t.name,
+           "'): ", e.what());
+    }
+    TierCapacity cap = t.backend->capacity();
+    if (budget > cap.total_bytes)
+      fail(CXLT_ERROR_CONFIG, "tiers.", i, ".budget = ", format_bytes(budget), " exceeds the capacity of tier '", t.name,
+           "' (", format_bytes(cap.total_bytes), ", backend ", t.backend_name, ")");
+    t.no_bytes = t.backend_name == "null";
+    t.host = !t.no_bytes;
+    BlockPoolConfig pc;
+    pc.name = t.name;
+    pc.block_bytes = m->block_bytes;
+    pc.budget_bytes = budget;
+    pc.blocks_per_extent = cfg.extent_blocks;
+    pc.reserve_all = cfg.reserve_memory;
+    t.pool = std::make_unique<BlockPool>(*t.backend, pc);
+    PolicyConfig pol;
+    pol.kind = cfg.policy;
+    pol.lrfu = cfg.lrfu;
+    pol.capacity_blocks = t.pool->max_slots();
+    pol.index_buckets = cfg.index_buckets;
+    pol.audit = cfg.audit;
+    t.policy = make_policy(pol);
+    m->tiers.push_back(std::move(t));
+  }
+  if (m->tiers.empty()) fail(CXLT_ERROR_CONFIG, "tiers: no tier to run on");
+  if (null_tiers != 0 && null_tiers != m->tiers.size())
+    fail(CXLT_ERROR_CONFIG, "tiers: the null backend holds no bytes, so it cannot share a runtime with tiers that do");
+  for (size_t i = 0; i < m->tiers.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (m->tiers[i].name == m->tiers[j].name)
+        fail(CXLT_ERROR_CONFIG, "tiers.", i, ".name = '", m->tiers[i].name, "' is used by tiers.", j, " too");
+
+  uint64_t slots = 0;
+  for (const TierRt &t : m->tiers) slots += t.pool->max_slots();
+  if (cfg.store_capacity != 0 && cfg.store_capacity < slots)
+    fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " is smaller than the ", slots,
+         " blocks the tiers can hold together; it must keep every resident block's state");
+  StoreOptions so;
+  so.capacity = cfg.store_capacity;
+  so.forget_by = cfg.policy;
+  so.lrfu = cfg.lrfu;
+  m->store = std::make_unique<ScoreStore>(so);
+
+  if (!cfg.store_path.empty()) {
+    struct stat st {};
+    if (lstat(cfg.store_path.c_str(), &st) == 0) {
+      LoadedCheckpoint cp = ScoreStore::load(cfg.store_path);  // throws, loading nothing, if damaged
+      m->store->replace_with(cp);
+      m->now = cp.meta.current_step;
+      m->tick = cp.meta.current_tick;
+      m->checkpoint_at_step = m->now;
+      m->checkpoint_written_tick = m->tick;
+      if (cp.meta.alpha != cfg.lrfu.alpha || cp.meta.beta != cfg.lrfu.beta || cp.meta.mode != cfg.lrfu.mode)
+        std::fprintf(stderr,
+                     "cxltier: warning: %s was written with alpha %g, beta %g, %s mode; this runtime uses alpha %g, beta "
+                     "%g, %s mode (stored scores are kept as they are)\n",
+                     cfg.store_path.c_str(), cp.meta.alpha, cp.meta.beta, score_mode_name(cp.meta.mode), cfg.lrfu.alpha,
+                     cfg.lrfu.beta, score_mode_name(cfg.lrfu.mode));
+    }
+  }
+  m->ensure_policy_ids();
+  if (cfg.store_capacity) {
+    for (TierRt &t : m->tiers) t.policy->reserve_ids(cfg.store_capacity);
+    m->policy_ids = std::max<size_t>(m->policy_ids, cfg.store_capacity);
+    if (cfg.policy == PolicyKind::opt) m->opt_next.resize(m->policy_ids, UINT64_MAX);
+  }
+
+  if (cfg.copy_kernel == "memcpy") {
+    m->kernel_down = m->kernel_up = CopyKernel::memcpy;
+  } else if (cfg.copy_kernel == "nt") {
+    m->kernel_down = m->kernel_up = CopyKernel::nt;
+  } else if (cfg.copy_kernel == "auto") {
+    m->kernel_down = CopyKernel::nt;
+    m->kernel_up = CopyKernel::memcpy;
+  } else {
+    auto k = parse_copy_kernel(cfg.copy_kernel);
+    if (!k) fail(CXLT_ERROR_CONFIG, "runtime.copy_kernel = '", cfg.copy_kernel, "' is not auto, memcpy, nt, nt-avx2, nt-sse2 or nt-scalar");
+    if (!copy_kernel_available(*k))
+      fail(CXLT_ERROR_CONFIG, "runtime.copy_kernel = '", cfg.copy_kernel, "' is not available on this CPU");
+    m->kernel_down = m->kernel_up = *k;
+  }
+  m->start_threads();
+  return std::unique_ptr<Runtime>(new Runtime(std::move(m)));
+}
+
+Runtime::~Runtime() {
+  Impl &m = *impl_;
+  {
+    std::lock_guard lk(m.mu);
+    m.closed = true;
+  }
+  m.stop_threads();
+  if (!m.cfg.store_path.empty()) {
+    try {
+      std::unique_lock lk(m.mu);
+      m.write_checkpoint_now(lk);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "cxltier: final score-store checkpoint failed: %s\n", e.what());
+    }
+  }
+  // Pools before backends (the pool returns its extents to the backend).
+  for (TierRt &t : m.tiers) {
+    t.policy.reset();
+    t.pool.reset();
+    t.backend.reset();
+  }
+}
+
+std::shared_ptr<FaultControl> Runtime::faults(size_t rank) const {
+  if (rank >= impl_->tiers.size()) return nullptr;
+  return impl_->tiers[rank].backend->params().faults;
+}
+
+}  // namespace cxltier

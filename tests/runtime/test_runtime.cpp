@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runtime on real memory: admission into the fastest tier with room, demotion cascades,
+// drops with the state kept and restored, pins, budgets, promotion, misuse, persistence.
+#include "runtime_test_util.hpp"
+
+#include <cxltier/error.hpp>
+#include <cxltier/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+using namespace cxltier;
+using cxlt_test::check_block;
+using cxlt_test::fill_block;
+using cxlt_test::three_tier_config;
+
+namespace {
+
+Key K(uint64_t i) { return key_from_sequence(7, i); }
+
+bool intact(Runtime &rt, const Key &k) {
+  Block b = rt.pin(k);
+  bool ok = check_block(b.data, b.bytes, k);
+  rt.unpin(k);
+  return ok;
+}
+
+}  // namespace
+
+TEST(Runtime, OpensThreeEmulatedTiers) {
+  auto rt = Runtime::open(three_tier_config(4, 8, 16));
+  ASSERT_EQ(rt->tier_count(), 3u);
+  EXPECT_STREQ(rt->tier_info(0).name, "hbm");
+  EXPECT_STREQ(rt->tier_info(2).name, "cxl");
+  EXPECT_EQ(rt->tier_info(1).budget_bytes, 8 * cxlt_test::small_geometry().bytes());
+  EXPECT_EQ(rt->tier_info(0).emulated, 1);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Runtime, AdmitsIntoFastestTierWithRoomThenCascades) {
+  RuntimeConfig cfg = three_tier_config(4, 4, 4);
+  cfg.synchronous = true;  // no background mover: the cascade is the admission's own
+  auto rt = Runtime::open(cfg);
+  for (uint64_t i = 0; i < 4; ++i) {
+    Block b = rt->admit(K(i));
+    EXPECT_EQ(b.tier, 0) << i;
+    fill_block(b.data, b.bytes, K(i), 1);
+    rt->step();
+  }
+  // Tier 0 is full: the next ones go to the fastest tier with room (dram, then cxl).
+  for (uint64_t i = 4; i < 12; ++i) {
+    Block b = rt->admit(K(i));
+    EXPECT_EQ(b.tier, i < 8 ? 1 : 2) << i;
+    fill_block(b.data, b.bytes, K(i), 1);
+    rt->step();
+  }
+  // Everything full: the next admission demotes down the chain and drops from cxl; the new
+  // block lands in hbm.
+  Block b = rt->admit(K(100));
+  EXPECT_EQ(b.tier, 0);
+  cxlt_stats_t s = rt->stats();
+  EXPECT_EQ(s.drops, 1u);
+  EXPECT_EQ(s.demotions, 2u);
+  size_t resident = 0;
+  for (uint64_t i = 0; i < 12; ++i) {
+    Block x;
+    if (rt->lookup(K(i), &x)) {
+      ++resident;
+      EXPECT_TRUE(check_block(x.data, x.bytes, K(i))) << "block " << i << " torn after the cascade";
+    }
+  }
+  EXPECT_EQ(resident, 11u);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Runtime, DroppedBlockKeepsItsScoreAndGetsItBack) {
+  RuntimeConfig cfg = three_tier_config(2, 2, 2);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  rt->admit(K(0));
+  const float hot = 0.9f;
+  for (int s = 0; s < 5; ++s) {
+    rt->access(&(const Key &)K(0), &hot, 1);
+    rt->step();
+  }
+  cxlt_policy_state_t before{};
+  ASSERT_TRUE(rt->policy_state(K(0), &before));
+  EXPECT_GT(before.score, 0.0);
+  EXPECT_EQ(before.accesses, 5u);
+  // Flood with colder blocks until K(0) is dropped from every tier.
+  for (uint64_t i = 1; i < 40; ++i) {
+    rt->admit(K(i));
+    for (int r = 0; r < 30; ++r) rt->step();  // K(0) grows old
+  }
+  cxlt_policy_state_t gone{};
+  ASSERT_TRUE(rt->policy_state(K(0), &gone));
+  EXPECT_EQ(gone.tier, -1) << "K(0) should have been dropped";
+  EXPECT_EQ(gone.score, before.score) << "touch mode keeps the score while dropped";
+  Block again = rt->admit(K(0));
+  EXPECT_GE(again.tier, 0);
+  cxlt_policy_state_t after{};
+  ASSERT_TRUE(rt->policy_state(K(0), &after));
+  EXPECT_EQ(after.score, before.score);
+  EXPECT_EQ(after.accesses, 5u);
+  EXPECT_GE(rt->stats().readmissions_restored, 1u);
+}
+
+TEST(Runtime, PersistOffResetsStateOnReadmission) {
+  RuntimeConfig cfg = three_tier_config(1, 1, 1);
+  cfg.synchronous = true;
+  cfg.persist = false;
+  auto rt = Runtime::open(cfg);
+  rt->admit(K(0));
+  rt->access(&(const Key &)K(0), nullptr, 1);
+  for (uint64_t i = 1; i < 6; ++i) {
+    rt->step();
+    rt->admit(K(i));
+  }
+  cxlt_policy_state_t st{};
+  ASSERT_TRUE(rt->policy_state(K(0), &st));
+  ASSERT_EQ(st.tier, -1);
+  rt->admit(K(0));
+  ASSERT_TRUE(rt->policy_state(K(0), &st));
+  EXPECT_EQ(st.score, 0.0);
+  EXPECT_EQ(st.accesses, 0u);
+}
+
+TEST(Runtime, PinnedBlocksNeverMove) {
+  RuntimeConfig cfg = three_tier_config(3, 3, 3);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  std::vector<Block> pinned;
+  for (uint64_t i = 0; i < 3; ++i) {
+    rt->admit(K(i));
+    pinned.push_back(rt->pin(K(i)));
+    fill_block(pinned.back().data, pinned.back().bytes, K(i), 9);
+  }
+  for (uint64_t i = 3; i < 60; ++i) {
+    rt->step();
+    rt->admit(K(i));
+  }
+  for (uint64_t i = 0; i < 3; ++i) {
+    Block now;
+    ASSERT_TRUE(rt->lookup(K(i), &now));
+    EXPECT_EQ(now.tier, 0);
+    EXPECT_EQ(now.data, pinned[i].data) << "a pinned block moved";
+    EXPECT_TRUE(check_block(now.data, now.bytes, K(i)));
+  }
+  // Every slot everywhere pinned: a clear error, not a hang.
+  RuntimeConfig one = three_tier_config(1, 1, 1);
+  one.synchronous = true;
+  auto small = Runtime::open(one);
+  for (uint64_t i = 0; i < 3; ++i) {
+    small->admit(K(i));
+    small->pin(K(i));
+  }
+  try {
+    small->admit(K(99));
+    FAIL() << "admitted with every block pinned";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  }
+  EXPECT_EQ(small->validate(), "");
+}
+
+TEST(Runtime, BudgetsAreNeverExceeded) {
+  auto rt = Runtime::open(three_tier_config(5, 7, 11));
+  for (uint64_t i = 0; i < 500; ++i) {
+    Block b = rt->admit(K(i));
+    fill_block(b.data, b.bytes, K(i), 0);
+    if (i % 3 == 0) {
+      Key k = K(i / 2);
+      Block x;
+      if (rt->lookup(k, &x)) rt->access(&k, nullptr, 1);
+    }
+    rt->step();
+    for (size_t t = 0; t < 3; ++t) {
+      cxlt_tier_info_t info = rt->tier_info(t);
+      ASSERT_LE(info.used_bytes, info.budget_bytes) << "tier " << t;
+    }
+  }
+  ASSERT_TRUE(rt->wait_idle(10000));
+  EXPECT_EQ(rt->validate(), "");
+  for (uint64_t i = 0; i < 500; ++i) {
+    Block x;
+    if (rt->lookup(K(i), &x)) {
+      EXPECT_TRUE(intact(*rt, K(i))) << i;
+    }
+  }
+}
+
+TEST(Runtime, HotBlocksArePromoted) {
+  RuntimeConfig cfg = three_tier_config(4, 4, 8);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  for (uint64_t i = 0; i < 16; ++i) {
+    Block b = rt->admit(K(i));
+    fill_block(b.data, b.bytes, K(i), 3);
+    rt->step();
+  }
+  // K(12..15) landed in cxl; make K(15) very hot.
+  Block b;
+  ASSERT_TRUE(rt->lookup(K(15), &b));
+  ASSERT_EQ(b.tier, 2);
+  for (int s = 0; s < 20; ++s) {
+    rt->step();
+    const Key k = K(15);
+    const float a = 1.0f;
+    rt->access(&k, &a, 1);
+  }
+  ASSERT_TRUE(rt->lookup(K(15), &b));
+  EXPECT_LT(b.tier, 2) << "a hot block stayed in the slowest tier";
+  EXPECT_GT(rt->stats().promotions, 0u);
+  EXPECT_TRUE(intact(*rt, K(15)));
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Runtime, MisuseGivesErrors) {
+  auto rt = Runtime::open(three_tier_config(2, 2, 2));
+  auto code = [](auto &&f) {
+    try {
+      f();
+    } catch (const Error &e) {
+      return e.code();
+    }
+    return CXLT_OK;
+  };
+  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code([&] { rt->pin(K(1)); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code([&] { rt->release(K(1), false); }), CXLT_ERROR_NOT_FOUND);
+  rt->admit(K(1));
+  EXPECT_EQ(code([&] { rt->unpin(K(1)); }), CXLT_ERROR_INVALID_ARGUMENT);  // not pinned
+  rt->pin(K(1));
+  EXPECT_EQ(code([&] { rt->release(K(1), true); }), CXLT_ERROR_BUSY);
+  rt->unpin(K(1));
+  rt->release(K(1), false);
+  EXPECT_EQ(code([&] { rt->release(K(1), false); }), CXLT_ERROR_INVALID_ARGUMENT);  // double release
+  const float bad = 1.5f;
+  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), &bad, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
+  const float nan = __builtin_nanf("");
+  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), &nan, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(code([&] { rt->access(nullptr, nullptr, 3); }), CXLT_ERROR_INVALID_ARGUMENT);
+  uint64_t stale = 0xdeadbeef00000001ull;
+  EXPECT_EQ(code([&] { rt->access_handles(&stale, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  // A failed batch applies nothing.
+  Key both[2] = {K(1), K(2)};
+  cxlt_policy_state_t st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  uint64_t before = st.accesses;
+  EXPECT_EQ(code([&] { rt->access(both, nullptr, 2); }), CXLT_ERROR_NOT_FOUND);
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before);
+  rt->release(K(1), true);
+  EXPECT_EQ(code([&] { rt->release(K(1), true); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Runtime, AccessByHandleMatchesAccessByKey) {
+  RuntimeConfig cfg = three_tier_config(8, 8, 8);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  Block a = rt->admit(K(1));
+  rt->admit(K(2));
+  const float att = 0.5f;
+  rt->access_handles(&a.handle, &att, 1);
+  const Key k2 = K(2);
+  rt->access(&k2, &att, 1);
+  cxlt_policy_state_t s1{}, s2{};
+  rt->policy_state(K(1), &s1);
+  rt->policy_state(K(2), &s2);
+  EXPECT_EQ(s1.score, s2.score);
+  EXPECT_EQ(s1.accesses, 1u);
+}
+
+TEST(Runtime, ScoresSurviveARestart) {
+  std::string dir = cxlt_test::temp_dir("rt-persist");
+  RuntimeConfig cfg = three_tier_config(2, 2, 2);
+  cfg.synchronous = true;
+  cfg.store_path = dir + "/scores.cxlt";
+  double score = 0;
+  {
+    auto rt = Runtime::open(cfg);
+    for (uint64_t i = 0; i < 4; ++i) rt->admit(K(i));
+    const float a = 0.7f;
+    const Key k = K(3);
+    for (int s = 0; s < 3; ++s) {
+      rt->access(&k, &a, 1);
+      rt->step();
+    }
+    cxlt_policy_state_t st{};
+    rt->policy_state(K(3), &st);
+    score = st.score;
+  }  // close writes the checkpoint
+  auto rt = Runtime::open(cfg);
+  EXPECT_EQ(rt->current_step(), 3u);
+  cxlt_policy_state_t st{};
+  ASSERT_TRUE(rt->policy_state(K(3), &st));
+  EXPECT_EQ(st.score, score);
+  EXPECT_EQ(st.accesses, 3u);
+  EXPECT_EQ(st.tier, -1) << "nothing is resident after a restart";
+  rt->admit(K(3));
+  ASSERT_TRUE(rt->policy_state(K(3), &st));
+  EXPECT_EQ(st.score, score);
+  // A damaged checkpoint refuses to open and is left as it was.
+  rt.reset();
+  {
+    FILE *f = std::fopen(cfg.store_path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 70, SEEK_SET);
+    std::fputc(0x5a, f);
+    std::fclose(f);
+  }
+  try {
+    Runtime::open(cfg);
+    FAIL() << "opened with a damaged checkpoint";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_CORRUPT);
+  }
+}
+
+TEST(Runtime, ReferencePathForReplay) {
+  RuntimeConfig cfg = three_tier_config(2, 0, 0, "null");
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  EXPECT_EQ(rt->reference(K(1), 1.0f, 0).hit_tier, -1);
+  EXPECT_EQ(rt->reference(K(1), 1.0f, 0).hit_tier, 0);
+  EXPECT_EQ(rt->reference(K(2), 1.0f, 0).hit_tier, -1);
+  EXPECT_EQ(rt->reference(K(3), 1.0f, 0).hit_tier, -1);  // evicts one
+  cxlt_stats_t s = rt->stats();
+  EXPECT_EQ(s.misses, 3u);
+  EXPECT_EQ(s.tier[0].hits, 1u);
+  EXPECT_EQ(s.drops, 1u);
+  Block b;
+  EXPECT_TRUE(rt->lookup(K(3), &b));
+  EXPECT_EQ(b.data, nullptr) << "the null backend holds no bytes";
+}
+
+TEST(Runtime, ConfigErrorsNameTheField) {
+  RuntimeConfig cfg = three_tier_config(2, 2, 2);
+  cfg.tiers[1].budget_bytes = 1000;  // smaller than one block
+  try {
+    Runtime::open(cfg);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_CONFIG);
+    EXPECT_NE(std::string(e.what()).find("tiers.1.budget"), std::string::npos) << e.what();
+  }
+  RuntimeConfig mixed = three_tier_config(2, 2, 2);
+  mixed.tiers[2].backend = "null";
+  EXPECT_THROW(Runtime::open(mixed), Error);
+  RuntimeConfig missing = three_tier_config(2, 2, 2);
+  missing.tiers[0].kind = TierKind::gpu;
+  try {
+    Runtime::open(missing);
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("tiers.0.kind"), std::string::npos) << e.what();
+  }
+}
