@@ -98,24 +98,30 @@ PerfRead read_perf(hwloc_topology_t t, hwloc_obj_t node, hwloc_memattr_id_t prim
   return {std::nullopt, std::string("no ") + (n1 ? n1 : "?") + " or " + (n2 ? n2 : "?") + " memory attribute"};
 }
 
-// "LNXSYSTM:00/LNXSYBUS:00/ACPI0017:00/root0/decoder0.0/region0/dax_region0": a DAX region
-// below a CXL root (ACPI0017) and a CXL region is CXL memory. Returns the region's name.
-std::optional<std::string> cxl_region_in_dax_parent(const std::string &parent) {
-  bool below_cxl_root = false;
+// Where a DAX device's memory comes from, read off its DAXParent path.
+struct DaxOrigin {
+  bool cxl_root = false;     // a component starts with ACPI0017 (the CXL root)
+  bool nvdimm_bus = false;   // it goes through an NVDIMM bus (ACPI0012 root, nvdimm-bridge, ndbus)
+  std::string cxl_region;    // the first "region*" component below the CXL root
+};
+
+// "LNXSYSTM:00/LNXSYBUS:00/ACPI0017:00/root0/decoder0.0/region0/dax_region0" is volatile CXL
+// memory; "ACPI0017:00/root0/nvdimm-bridge0/ndbus0/region0" is CXL persistent memory seen
+// through an NVDIMM bus; "LNXSYSTM:00/LNXSYBUS:00/ACPI0012:00/ndbus0/region5/dax5.1" an NVDIMM.
+DaxOrigin dax_origin(const std::string &parent) {
+  DaxOrigin o;
   size_t start = 0;
   while (start <= parent.size()) {
     size_t slash = parent.find('/', start);
     std::string part = parent.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part.rfind("ACPI0017", 0) == 0) below_cxl_root = true;
-    else if (below_cxl_root && part.rfind("region", 0) == 0) return part;
+    if (part.rfind("ACPI0017", 0) == 0) o.cxl_root = true;
+    if (part.rfind("ACPI0012", 0) == 0 || part.rfind("ndbus", 0) == 0 || part.rfind("nvdimm-bridge", 0) == 0)
+      o.nvdimm_bus = true;
+    if (o.cxl_root && o.cxl_region.empty() && part.rfind("region", 0) == 0) o.cxl_region = part;
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
-  return std::nullopt;
-}
-
-bool dax_parent_is_nvdimm(const std::string &parent) {
-  return parent.find("ACPI0012") != std::string::npos || parent.find("ndbus") != std::string::npos;
+  return o;
 }
 
 // The position of kinds when nothing measured tells them apart. The GPU comes first because
@@ -146,7 +152,7 @@ void set_kind(NodeFacts &n, TierKind k, const std::string &why, bool evidence = 
   n.has_kind_evidence = evidence;
 }
 
-// Rules K1-K11 of docs/topology.md, first match wins. K12 needs every node's facts and runs
+// Rules K1-K12 of docs/topology.md, first match wins. K13 needs every node's facts and runs
 // afterwards (see collect_node_facts).
 void decide_kind(NodeFacts &n, hwloc_obj_t node) {
   const std::string subtype = node->subtype ? node->subtype : "";
@@ -164,13 +170,18 @@ void decide_kind(NodeFacts &n, hwloc_obj_t node) {
     if (st == "cxl-gpumemory") return set_kind(n, TierKind::gpu, what);
     return set_kind(n, TierKind::cxl, what);
   }
+  if (!cxl_device.empty()) return set_kind(n, TierKind::cxl, "CXLDevice " + cxl_device + " (hwloc 2.10 or later)");
+  // The DAX path is physical evidence; hwloc 2.9 derives its DAXType, and from that its NVM
+  // subtype, from the same path, so the path is read first.
+  const DaxOrigin dax = dax_origin(dax_parent);
+  if (dax.cxl_root && !dax.cxl_region.empty() && !dax.nvdimm_bus)
+    return set_kind(n, TierKind::cxl, "DAXParent goes through a CXL root (ACPI0017) and " + dax.cxl_region);
+  if (dax.cxl_root && dax.nvdimm_bus)
+    return set_kind(n, TierKind::nvm,
+                    "DAXParent goes through a CXL root (ACPI0017) and an NVDIMM bus: CXL-attached persistent memory");
   if (st == "nvm") return set_kind(n, TierKind::nvm, "NUMA subtype NVM");
   if (dt == "nvm") return set_kind(n, TierKind::nvm, "DAXType NVM (persistent memory onlined as RAM through a DAX device)");
-  if (!cxl_device.empty()) return set_kind(n, TierKind::cxl, "CXLDevice " + cxl_device + " (hwloc 2.10 or later)");
-  if (auto region = cxl_region_in_dax_parent(dax_parent))
-    return set_kind(n, TierKind::cxl, "DAXParent goes through a CXL root (ACPI0017) and " + *region);
-  if (dax_parent_is_nvdimm(dax_parent))
-    return set_kind(n, TierKind::nvm, "DAXParent goes through the NVDIMM root (ACPI0012)");
+  if (dax.nvdimm_bus) return set_kind(n, TierKind::nvm, "DAXParent goes through an NVDIMM bus (ACPI0012)");
   if (st == "dram") return set_kind(n, TierKind::dram, "NUMA subtype DRAM");
   if (st == "spm" || dt == "spm") {
     return set_kind(n, TierKind::spm,
@@ -277,7 +288,7 @@ std::vector<NodeFacts> collect_node_facts(hwloc_topology_t t) {
   }
   if (d) hwloc_distances_release(t, d);
 
-  // K12: specific-purpose or memory-only nodes of no known kind are HBM when their
+  // K13: specific-purpose or memory-only nodes of no known kind are HBM when their
   // bandwidth is more than twice that of the ordinary DRAM the CPUs have (hwloc 2.10's guess).
   std::optional<double> dram_bw;
   for (const NodeFacts &n : nodes)

@@ -196,6 +196,27 @@ TEST(Synthetic, DaxAndSubtypeRules) {
                                           TierKind::nvm}));
 }
 
+TEST(Synthetic, CxlDaxPathBeatsHwloc29sNvmLabels) {
+  // hwloc 2.9 labels any DAX memory that is not HMAT soft-reserved NVM (DAXType, then subtype);
+  // the path tells volatile CXL memory from CXL persistent memory (as a QEMU cxl-type3 device
+  // with a pmem backend shows it: through the nvdimm-bridge).
+  Synth s("pack:1 [numa] [numa] [numa] core:2 pu:1");
+  s.subtype(1, "NVM")
+      .info(1, "DAXType", "NVM")
+      .info(1, "DAXParent", "LNXSYSTM:00/LNXSYBUS:00/ACPI0017:00/root0/decoder0.0/region2/dax_region2")
+      .subtype(2, "NVM")
+      .info(2, "DAXType", "NVM")
+      .info(2, "DAXParent", "ACPI0017:00/root0/nvdimm-bridge0/ndbus0/region0");
+  Topology t = classify_xml(s);
+  const TierDesc *volatile_cxl = tier_with_node(t, 1);
+  const TierDesc *cxl_pmem = tier_with_node(t, 2);
+  ASSERT_TRUE(volatile_cxl && cxl_pmem);
+  EXPECT_EQ(volatile_cxl->kind, TierKind::cxl);
+  EXPECT_TRUE(evidence_mentions(*volatile_cxl, "region2"));
+  EXPECT_EQ(cxl_pmem->kind, TierKind::nvm);
+  EXPECT_TRUE(evidence_mentions(*cxl_pmem, "CXL-attached persistent memory"));
+}
+
 TEST(Synthetic, UnknownSubtypeIsReportedAndIgnored) {
   Synth s("pack:1 [numa] core:1 pu:1");
   s.subtype(0, "Quantum");
