@@ -137,13 +137,6 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string> &
   return c.empty() ? std::string() : " (did you mean '" + c + "'?)";
 }
 
-template <typename T, typename Name>
-std::string name_list(std::initializer_list<T> values, Name name) {
-  std::string out;
-  for (T v : values) out += (out.empty() ? "" : ", ") + std::string(name(v));
-  return out;
-}
-
 // --- value parsers: range checks name the key and the value ---------------------------------
 
 uint64_t get_uint(std::string_view v, const std::string &what, uint64_t lo, uint64_t hi) {
