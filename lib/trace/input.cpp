@@ -26,13 +26,22 @@ class FileInput final : public Input {
 public:
   explicit FileInput(const std::string &path) {
     name_ = path;
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) fail(CXLT_ERROR_IO, "cannot open trace ", path, ": ", std::strerror(errno));
     struct stat st;
-    if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int st_rc = ::fstat(fd_, &st);
+    if (st_rc != 0 || !S_ISREG(st.st_mode)) {
+      int e = st_rc != 0 ? errno : 0;
+      bool dir = st_rc == 0 && S_ISDIR(st.st_mode);
       ::close(fd_);
-      fail(CXLT_ERROR_IO, "cannot read trace ", path, ": it is a directory");
+      fd_ = -1;
+      if (dir) fail(CXLT_ERROR_IO, "cannot read trace ", path, ": it is a directory");
+      fail(CXLT_ERROR_IO, "cannot read trace ", path, ": ",
+           e ? std::strerror(e) : "not a regular file (pipes and devices cannot be rewound; write the trace to a file)");
     }
+    (void)::fcntl(fd_, F_SETFL, O_RDONLY);
+    size_ = static_cast<uint64_t>(st.st_size);
     (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
   ~FileInput() override {
@@ -61,8 +70,11 @@ public:
     return static_cast<size_t>(got);
   }
 
+  uint64_t size_hint() const noexcept override { return size_; }
+
 private:
   int fd_ = -1;
+  uint64_t size_ = UINT64_MAX;
 };
 
 class MemoryInput final : public Input {
@@ -75,7 +87,7 @@ public:
     return k;
   }
   void rewind() override { pos_ = 0; }
-  const std::string &data() const noexcept { return data_; }
+  uint64_t size_hint() const noexcept override { return data_.size(); }
 
 private:
   std::string data_;
@@ -168,8 +180,13 @@ std::unique_ptr<Input> open_memory(std::string data, std::string name, bool &com
   return mem;
 }
 
+// Small inputs (fixtures, fuzzing, one-line strings) get a buffer of their size, not 1 MiB.
 LineReader::LineReader(std::unique_ptr<Input> input, uint64_t max_line_bytes)
-    : input_(std::move(input)), max_line_(std::max<uint64_t>(max_line_bytes, 1)), buf_(kChunk) {}
+    : input_(std::move(input)),
+      max_line_(std::max<uint64_t>(max_line_bytes, 1)),
+      buf_(static_cast<size_t>(std::clamp<uint64_t>(input_->size_hint(), 64, kChunk - 1) + 1)),
+      // A buffer that holds the whole input never needs to grow: any room is enough to read on.
+      min_free_(input_->size_hint() < kChunk ? 1 : kMinFree) {}
 
 void LineReader::rewind() {
   input_->rewind();
@@ -180,13 +197,16 @@ void LineReader::rewind() {
 
 bool LineReader::fill() {
   if (eof_) return false;
-  if (buf_.size() - len_ < kMinFree) {
+  if (buf_.size() - len_ < min_free_) {
     if (pos_ > 0) {
       std::memmove(buf_.data(), buf_.data() + pos_, len_ - pos_);
       len_ -= pos_;
       pos_ = 0;
     }
-    if (buf_.size() - len_ < kMinFree) buf_.resize(std::max(buf_.size() * 2, len_ + kChunk));
+    if (buf_.size() - len_ < min_free_) {
+      buf_.resize(std::max(buf_.size() * 2, len_ + kChunk));
+      min_free_ = kMinFree;
+    }
   }
   size_t got = input_->read(buf_.data() + len_, std::min(buf_.size() - len_, kChunk * 4));
   if (got == 0) {

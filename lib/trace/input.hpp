@@ -21,6 +21,8 @@ public:
   virtual ~Input() = default;
   virtual size_t read(char *buf, size_t n) = 0;
   virtual void rewind() = 0;
+  // The bytes read() will deliver, when known (sizes the first buffer); UINT64_MAX if not.
+  virtual uint64_t size_hint() const noexcept { return UINT64_MAX; }
   const std::string &damage() const noexcept { return damage_; }
   const std::string &name() const noexcept { return name_; }
 
@@ -61,6 +63,7 @@ private:
   size_t pos_ = 0;     // start of unconsumed bytes
   size_t len_ = 0;     // end of valid bytes
   size_t scanned_ = 0; // bytes from pos_ already known to hold no '\n'
+  size_t min_free_;    // a read asks for at least this much room
   uint64_t line_ = 0;
   uint64_t bytes_ = 0;
   bool eof_ = false;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace cxltier;
@@ -535,6 +536,13 @@ TEST(Damaged, MissingFileAndDirectory) {
   EXPECT_EQ(e.code(), CXLT_ERROR_IO);
   EXPECT_TRUE(contains(e.what(), "no_such_trace.jsonl")) << e.what();
   EXPECT_EQ(thrown([] { Reader dir(data_dir()); }).code(), CXLT_ERROR_IO);
+  // A FIFO is refused at once (without waiting for a writer): it could not be rewound.
+  std::string fifo = "/tmp/cxlt_trace_fifo_" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  e = thrown([&] { Reader r(fifo); });
+  EXPECT_EQ(e.code(), CXLT_ERROR_IO);
+  EXPECT_TRUE(contains(e.what(), "not a regular file")) << e.what();
+  unlink(fifo.c_str());
 }
 
 TEST(Reader, CrlfLineEndings) {
