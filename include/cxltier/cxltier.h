@@ -149,7 +149,11 @@ typedef struct {
 } cxlt_policy_state_t;
 
 /** Configuration handle: lets engines set fields one by one, so new fields never break the ABI. */
-/** Create a configuration with every default. */
+/**
+ * Create a configuration: every default, then the CXLT_* environment variables applied
+ * (a bad variable fails with CXLT_ERROR_CONFIG naming it). Precedence does not depend on call
+ * order: default < file (cxlt_config_load_file) < environment < cxlt_config_set.
+ */
 CXLT_API cxlt_result_t cxlt_config_create(cxlt_config_t **out) CXLT_NOEXCEPT;
 /** Merge a TOML file into cfg. \return CXLT_ERROR_IO, or CXLT_ERROR_CONFIG naming the line and key. */
 CXLT_API cxlt_result_t cxlt_config_load_file(cxlt_config_t *cfg, const char *path) CXLT_NOEXCEPT;
@@ -190,12 +194,16 @@ CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
  *         could not supply memory (nothing moved).
  */
 CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+/** Flags of cxlt_block_admit_ex. */
+#define CXLT_ADMIT_PIN 1u /**< return the block pinned (admit and pin in one step) */
+
 /**
- * As cxlt_block_admit; *placed (may be NULL) is set to 1 when this call gave the block a new
- * slot (its bytes are undefined: the engine must fill them, e.g. recompute the KV), 0 when the
- * block was already resident (its bytes are as last written).
+ * As cxlt_block_admit, with flags (CXLT_ADMIT_PIN). *placed (may be NULL) is set to 1 when
+ * this call gave the block a new slot (its bytes are undefined: the engine must fill them, e.g.
+ * recompute the KV), 0 when the block was already resident (its bytes are as last written).
+ * \return CXLT_ERROR_INVALID_ARGUMENT for an unknown flag.
  */
-CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out,
+CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned flags, cxlt_block_t *out,
                                            int *placed) CXLT_NOEXCEPT;
 
 /**

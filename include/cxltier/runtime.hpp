@@ -48,8 +48,10 @@ public:
   Runtime &operator=(const Runtime &) = delete;
 
   // *placed (optional) is true when this call gave the block a new slot: its bytes are
-  // undefined and the engine must fill them; false when it was resident already.
-  Block admit(const Key &key, bool *placed = nullptr);
+  // undefined and the engine must fill them; false when it was resident already. With
+  // `pin`, the block is returned pinned (admission and pin in one step, so nothing can move
+  // or drop it in between: what an engine wants before writing the KV).
+  Block admit(const Key &key, bool *placed = nullptr, bool pin = false);
   void access(const Key *keys, const float *attention, size_t n);
   void access_handles(const uint64_t *handles, const float *attention, size_t n);
   bool lookup(const Key &key, Block *out);

@@ -103,12 +103,14 @@ cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t 
   });
 }
 
-cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out, int *placed) noexcept {
+cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned flags, cxlt_block_t *out,
+                                  int *placed) noexcept {
   return capi::capi_call([&] {
     auto r = get(rt);
     CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_block_admit_ex: out is NULL");
+    CXLT_CAPI_REQUIRE((flags & ~CXLT_ADMIT_PIN) == 0, "cxlt_block_admit_ex: unknown flag");
     bool p = false;
-    write_block(r->admit(Key::from(key), &p), out);
+    write_block(r->admit(Key::from(key), &p, (flags & CXLT_ADMIT_PIN) != 0), out);
     if (placed) *placed = p ? 1 : 0;
     return CXLT_OK;
   });

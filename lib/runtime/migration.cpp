@@ -63,7 +63,6 @@ MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
 // Protocol step 2 (no lock held).
 cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err) {
   const TierRt &S = tiers[job.src], &D = tiers[job.dst];
-  const uint64_t t0 = now_ns();
   cxlt_result_t r = CXLT_OK;
   if (S.no_bytes && D.no_bytes) {
     *ns = 0;
@@ -75,6 +74,7 @@ cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::s
   }
   uint64_t before = 0;
   if (cfg.verify_copies) before = XXH3_64bits(job.src_ptr, block_bytes);
+  const uint64_t copy_start = now_ns();  // copy time excludes the verification hashing
   backend_set_error("");
   r = D.backend->ops().ext_copy_in(D.backend->state(), job.dst_ptr, job.src_ptr, block_bytes, &S.backend->ops());
   if (r == CXLT_ERROR_NOT_SUPPORTED)
@@ -83,6 +83,7 @@ cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::s
     copy_block(job.dst > job.src ? kernel_down : kernel_up, job.dst_ptr, job.src_ptr, block_bytes);
     r = CXLT_OK;
   }
+  *ns = now_ns() - copy_start;
   if (r != CXLT_OK) {
     *err = backend_last_error();
     if (err->empty()) *err = std::string("copy failed: ") + cxlt_result_string(r);
@@ -90,7 +91,6 @@ cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::s
     r = CXLT_ERROR_BACKEND;
     *err = "the copy's checksum does not match the source's";
   }
-  *ns = now_ns() - t0;
   return r;
 }
 
@@ -170,9 +170,12 @@ bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
   const StoreEntry &ve = (*store)[v];
   switch (cfg.policy) {
     case PolicyKind::lrfu: {
-      double pb = lrfu_priority(e.st.score, now - std::min(now, e.st.last_access), cfg.lrfu);
-      double pv = lrfu_priority(ve.st.score, now - std::min(now, ve.st.last_access), cfg.lrfu);
-      return pb < pv;  // the block is hotter than what the faster tier would evict next
+      // Compare scores, not priorities: right after an access a block's recency decay is 0, so
+      // its priority is 0 whatever its score, and every touched block (a cold tail block too)
+      // would beat every victim. The score says how much attention it has been getting.
+      double sb = lrfu_effective_score(e.st.score, now - std::min(now, e.st.last_access), cfg.lrfu);
+      double sv = lrfu_effective_score(ve.st.score, now - std::min(now, ve.st.last_access), cfg.lrfu);
+      return sb > sv;
     }
     case PolicyKind::lfu: return e.st.accesses > ve.st.accesses;
     case PolicyKind::opt: return opt_next.empty() || opt_next[id] < opt_next[v];

@@ -186,7 +186,7 @@ void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Block Runtime::admit(const Key &key, bool *placed) {
+Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   Impl &m = *impl_;
   if (placed) *placed = false;
   std::unique_lock lk(m.mu);
@@ -197,7 +197,18 @@ Block Runtime::admit(const Key &key, bool *placed) {
     id = m.find_or_insert(key);
   }
   StoreEntry &e = (*m.store)[id];
-  if (e.tier >= 0) return m.block_of(id);
+  if (e.tier >= 0) {
+    if (pin) {
+      while ((*m.store)[id].flags & kFlagMoving) m.moved_cv.wait(lk);
+      if ((*m.store)[id].tier >= 0) {
+        ++(*m.store)[id].pins;
+        return m.block_of(id);
+      }
+      // Dropped while we waited: admit it again below.
+    } else {
+      return m.block_of(id);
+    }
+  }
   m.restore_or_reset(id, nullptr);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
   e.st.tick = ++m.tick;
@@ -215,6 +226,7 @@ Block Runtime::admit(const Key &key, bool *placed) {
   }
   StoreEntry &f = (*m.store)[id];
   f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+  if (pin) ++f.pins;
   m.moved_cv.notify_all();
   if (!m.cfg.synchronous) m.mover_cv.notify_one();
   if (placed) *placed = true;

@@ -53,6 +53,9 @@ const TierDesc *match_tier(const Topology &topo, const TierConfig &tc, size_t in
 
 std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   config.validate();
+  if (config.policy == PolicyKind::opt && !config.synchronous)
+    fail(CXLT_ERROR_CONFIG, "policy.kind = opt needs the future of a trace: it is for `cxltier replay` "
+                            "(runtime.synchronous = true, references through Runtime::reference)");
   auto m = std::make_unique<Impl>();
   m->cfg = config;
   RuntimeConfig &cfg = m->cfg;

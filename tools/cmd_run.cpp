@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+// `cxltier run`: the main job. A decode-like workload (many sequences sharing system-prompt
+// prefixes, attention on sinks, recent blocks and heavy hitters; seeded) driven through the
+// runtime on real memory: this machine's tiers, or the embedded default laid on host memory.
+// Every block carries its key and a checksum of its bytes, written when it is (re)computed and
+// verified whenever the engine finds it in a different tier than when last verified (that is,
+// after every move) and once more for every resident block at the end.
+#include "commands.hpp"
+
+#include <cxltier/config.hpp>
+#include <cxltier/error.hpp>
+#include <cxltier/runtime.hpp>
+#include <cxltier/trace.hpp>
+#include <cxltier/units.hpp>
+
+#include <nlohmann/json.hpp>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using namespace cxltier;
+
+struct RunOptions {
+  std::string config;
+  std::string topology;
+  std::string store;
+  std::vector<std::string> sets;
+  uint64_t steps = 200;
+  uint64_t seed = 1;
+  uint32_t sequences = 512;
+  uint32_t active = 12;
+  bool json = false;
+  bool quiet = false;
+};
+
+// Block content: [key.hi][key.lo][version][xxh3(bytes 32..end)] then a pattern from the key.
+void fill(void *data, size_t bytes, const Key &k, uint64_t version) {
+  auto *w = static_cast<uint64_t *>(data);
+  const size_t n = bytes / 8;
+  const uint64_t base = k.lo ^ (version * 0x9e3779b97f4a7c15ull);
+  for (size_t i = 4; i < n; ++i) w[i] = base + i * 0xbf58476d1ce4e5b9ull;  // vectorizes
+  w[0] = k.hi;
+  w[1] = k.lo;
+  w[2] = version;
+  w[3] = XXH3_64bits(static_cast<char *>(data) + 32, bytes - 32);
+}
+
+bool verify(const void *data, size_t bytes, const Key &k) {
+  const auto *w = static_cast<const uint64_t *>(data);
+  return w[0] == k.hi && w[1] == k.lo && w[3] == XXH3_64bits(static_cast<const char *>(data) + 32, bytes - 32);
+}
+
+struct Tracked {
+  int verified_tier = -1;  // tier where its bytes were last checked or written
+};
+
+struct Counters {
+  uint64_t computed = 0;       // blocks whose KV was computed (first time)
+  uint64_t recomputed = 0;     // blocks that had to be recomputed (resident nowhere when needed)
+  uint64_t shared_touches = 0; // touches of a block that another sequence also touched that step (shared prefixes)
+  uint64_t verified = 0;       // content checks
+  uint64_t integrity_errors = 0;
+  uint64_t touches = 0;        // block touches (after merging a step's duplicates)
+  uint64_t found[CXLT_MAX_TIERS] = {};  // touches that found the block resident, by tier
+};
+
+class Engine {
+public:
+  Engine(Runtime &rt, Counters &c) : rt_(rt), c_(c) {}
+
+  // The block must be resident and pinned on return; placed blocks get (re)computed content.
+  Block pin_or_compute(uint64_t id, bool first_time, bool touch = false) {
+    Key k = key_from_trace_id(id);
+    bool placed = false;
+    Block b = rt_.admit(k, &placed, /*pin=*/true);  // resident or (re)placed, pinned either way
+    Tracked &t = tracked_[id];
+    if (touch && !placed && b.tier >= 0) ++c_.found[b.tier];
+    if (placed) {
+      fill(b.data, b.bytes, k, ++version_);
+      t.verified_tier = b.tier;
+      if (first_time) ++c_.computed; else ++c_.recomputed;
+    } else if (b.data != nullptr && t.verified_tier != b.tier) {
+      ++c_.verified;
+      if (!verify(b.data, b.bytes, k)) {
+        ++c_.integrity_errors;
+        std::fprintf(stderr, "cxltier run: integrity error: block %s in tier %d does not match its checksum\n",
+                     k.hex().c_str(), b.tier);
+      }
+      t.verified_tier = b.tier;
+    }
+    return b;
+  }
+
+  void final_sweep() {
+    for (auto &[id, t] : tracked_) {
+      Key k = key_from_trace_id(id);
+      Block b;
+      if (!rt_.lookup(k, &b) || b.data == nullptr) continue;
+      ++c_.verified;
+      if (!verify(b.data, b.bytes, k)) {
+        ++c_.integrity_errors;
+        std::fprintf(stderr, "cxltier run: integrity error at the end: block %s (tier %d)\n", k.hex().c_str(), b.tier);
+      }
+    }
+  }
+
+  bool known(uint64_t id) const { return tracked_.count(id) != 0; }
+
+private:
+  Runtime &rt_;
+  Counters &c_;
+  std::unordered_map<uint64_t, Tracked> tracked_;
+  uint64_t version_ = 0;
+};
+
+std::string gbps(uint64_t bytes, uint64_t ns) {
+  char buf[32];
+  if (ns == 0) return "-";
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / static_cast<double>(ns));
+  return buf;
+}
+
+int run(const RunOptions &o) {
+  RuntimeConfig cfg;
+  if (!o.config.empty()) cfg.load_toml_file(o.config);
+  cfg.apply_environment();
+  if (!o.topology.empty()) cfg.set("topology", o.topology);
+  if (!o.store.empty()) cfg.set("store.path", o.store);
+  for (const std::string &kv : o.sets) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) fail(CXLT_ERROR_INVALID_ARGUMENT, "--set '", kv, "' is not KEY=VALUE");
+    cfg.set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (o.config.empty() && std::getenv("CXLT_RUNTIME_VERIFY_COPIES") == nullptr) cfg.verify_copies = true;
+  auto rt = Runtime::open(cfg);
+  const Topology &topo = rt->topology();
+
+  trace::SyntheticParams wp;
+  wp.seed = o.seed;
+  wp.steps = o.steps;
+  wp.sequences = o.sequences;
+  wp.block_size_tokens = cfg.geometry.tokens_per_block;
+  // A working set that the default budgets (1.75 GiB of 5 MiB blocks) can keep mostly resident,
+  // with long contexts whose cold middle blocks must go down or out.
+  wp.max_active = o.active;
+  wp.prompt_tokens_max = 2048;
+  wp.tail_fraction = 0.005;
+  trace::SyntheticWorkload wl(wp);
+  trace::Step step;
+
+  if (!o.quiet) {
+    std::fprintf(stderr, "cxltier run: %zu tiers (%s topology%s), %s blocks, %llu steps, seed %llu\n", rt->tier_count(),
+                 topology_source_name(topo.source), topo.note.empty() ? "" : (": " + topo.note).c_str(),
+                 format_bytes(cfg.geometry.bytes()).c_str(), static_cast<unsigned long long>(o.steps),
+                 static_cast<unsigned long long>(o.seed));
+  }
+  Counters c;
+  Engine engine(*rt, c);
+  std::vector<uint64_t> ids, handles;
+  std::vector<float> att;
+  std::unordered_map<uint64_t, float> merged;
+  const bool tty = isatty(2);
+  auto t0 = std::chrono::steady_clock::now();
+  auto last_progress = t0;
+  uint64_t done = 0;
+  constexpr size_t kChunk = 32;  // blocks pinned at once (an engine's layer-by-layer working set)
+  while (wl.next_step(step)) {
+    for (uint64_t id : step.created) {
+      bool first = !engine.known(id);
+      Key k = key_from_trace_id(id);
+      Block b = engine.pin_or_compute(id, first);
+      (void)b;
+      rt->unpin(k);
+    }
+    // One access per block per step: a block touched by several sequences (a shared prefix)
+    // gets the largest mass any of them gave it.
+    merged.clear();
+    for (size_t i = 0; i < step.block.size(); ++i) {
+      auto [it, fresh] = merged.try_emplace(step.block[i], step.attention[i]);
+      if (!fresh) {
+        ++c.shared_touches;
+        it->second = std::max(it->second, step.attention[i]);
+      }
+    }
+    ids.clear();
+    att.clear();
+    for (auto &[id, a] : merged) {
+      ids.push_back(id);
+      att.push_back(std::min(1.0f, a));
+    }
+    for (size_t s = 0; s < ids.size(); s += kChunk) {
+      size_t e = std::min(ids.size(), s + kChunk);
+      handles.clear();
+      for (size_t i = s; i < e; ++i) handles.push_back(engine.pin_or_compute(ids[i], !engine.known(ids[i]), true).handle);
+      rt->access_handles(handles.data(), att.data() + s, e - s);
+      for (size_t i = s; i < e; ++i) rt->unpin(key_from_trace_id(ids[i]));
+      c.touches += e - s;
+    }
+    rt->step();
+    ++done;
+    auto now = std::chrono::steady_clock::now();
+    if (!o.quiet && (now - last_progress > std::chrono::milliseconds(tty ? 250 : 5000) || done == o.steps)) {
+      last_progress = now;
+      cxlt_stats_t s = rt->stats();
+      std::string occ;
+      for (uint32_t t = 0; t < s.tier_count; ++t)
+        occ += std::string(t ? "  " : "") + rt->tier_info(t).name + " " + std::to_string(s.tier[t].blocks) + "/" +
+               std::to_string(s.tier[t].budget_bytes / cfg.geometry.bytes());
+      std::fprintf(stderr, "%sstep %llu/%llu  %s  demoted %llu  promoted %llu  dropped %llu  integrity errors %llu%s",
+                   tty ? "\r" : "", static_cast<unsigned long long>(done), static_cast<unsigned long long>(o.steps),
+                   occ.c_str(), static_cast<unsigned long long>(s.demotions), static_cast<unsigned long long>(s.promotions),
+                   static_cast<unsigned long long>(s.drops), static_cast<unsigned long long>(c.integrity_errors),
+                   tty ? "   " : "\n");
+    }
+  }
+  if (!o.quiet && tty) std::fprintf(stderr, "\n");
+  rt->wait_idle(-1);
+  engine.final_sweep();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  cxlt_stats_t s = rt->stats();
+  // Copies the runtime refused because the checksum of the copy did not match its source.
+  const std::string validation = rt->validate();
+  if (!validation.empty()) {
+    ++c.integrity_errors;
+    std::fprintf(stderr, "cxltier run: invariant violated: %s\n", validation.c_str());
+  }
+
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::parse(rt->stats_json());
+    j["topology"] = {{"source", topology_source_name(topo.source)}, {"note", topo.note}};
+    j["workload"] = nlohmann::json::parse(wp.to_json());
+    nlohmann::json found = nlohmann::json::array();
+    for (uint32_t t = 0; t < s.tier_count; ++t) found.push_back(c.found[t]);
+    j["run"] = {{"steps", done},
+                {"touches_found_by_tier", found},
+                {"seconds", secs},
+                {"block_touches", c.touches},
+                {"blocks_computed", c.computed},
+                {"blocks_recomputed", c.recomputed},
+                {"shared_prefix_touches", c.shared_touches},
+                {"content_checks", c.verified},
+                {"integrity_errors", c.integrity_errors},
+                {"invariants", validation.empty() ? "ok" : validation}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("\ncxltier run: %llu decode steps in %.1f s on %s tiers (%s)\n", static_cast<unsigned long long>(done), secs,
+                topology_source_name(topo.source), topo.note.empty() ? topo.origin.c_str() : topo.note.c_str());
+    std::printf("\n%-6s %-9s %-9s %12s %12s %10s %12s\n", "tier", "backend", "kind", "budget", "occupancy", "blocks",
+                "hits");
+    for (uint32_t t = 0; t < s.tier_count; ++t) {
+      cxlt_tier_info_t info = rt->tier_info(t);
+      char occ[32];
+      std::snprintf(occ, sizeof occ, "%.1f %%", 100.0 * static_cast<double>(s.tier[t].used_bytes) /
+                                                     static_cast<double>(s.tier[t].budget_bytes));
+      std::printf("%-6s %-9s %-9s %12s %12s %10llu %12llu\n", info.name, info.backend,
+                  cxlt_tier_kind_name(info.kind), format_bytes(s.tier[t].budget_bytes).c_str(), occ,
+                  static_cast<unsigned long long>(s.tier[t].blocks), static_cast<unsigned long long>(s.tier[t].hits));
+    }
+    uint64_t hits = 0;
+    std::string per;
+    for (uint32_t t = 0; t < s.tier_count; ++t) {
+      hits += c.found[t];
+      char b[64];
+      std::snprintf(b, sizeof b, "%s%s %.1f %%", t ? ", " : "", rt->tier_info(t).name,
+                    c.touches ? 100.0 * static_cast<double>(c.found[t]) / static_cast<double>(c.touches) : 0.0);
+      per += b;
+    }
+    std::printf("\nblock touches %llu: found resident %.1f %% (%s), recomputed after a drop %llu (%.1f %%)\n",
+                static_cast<unsigned long long>(c.touches),
+                c.touches ? 100.0 * static_cast<double>(hits) / static_cast<double>(c.touches) : 0.0, per.c_str(),
+                static_cast<unsigned long long>(c.recomputed),
+                c.touches ? 100.0 * static_cast<double>(c.recomputed) / static_cast<double>(c.touches) : 0.0);
+    std::printf("blocks computed %llu; touches of a block another sequence also used that step (shared prefixes) %llu\n",
+                static_cast<unsigned long long>(c.computed), static_cast<unsigned long long>(c.shared_touches));
+    std::printf("\n%-6s %-6s %-14s %10s %12s %10s\n", "from", "to", "method", "blocks", "bytes", "GB/s");
+    for (uint32_t a = 0; a < s.tier_count; ++a)
+      for (uint32_t b = 0; b < s.tier_count; ++b) {
+        if (a == b || s.pair_blocks[a][b] == 0) continue;
+        std::printf("%-6s %-6s %-14s %10llu %12s %10s\n", rt->tier_info(a).name, rt->tier_info(b).name,
+                    rt->copy_method(a, b).c_str(), static_cast<unsigned long long>(s.pair_blocks[a][b]),
+                    format_bytes(s.pair_bytes[a][b]).c_str(), gbps(s.pair_bytes[a][b], s.pair_ns[a][b]).c_str());
+      }
+    std::printf("\npromotions %llu, demotions %llu, drops %llu (state kept), re-admissions with restored state %llu\n",
+                static_cast<unsigned long long>(s.promotions), static_cast<unsigned long long>(s.demotions),
+                static_cast<unsigned long long>(s.drops), static_cast<unsigned long long>(s.readmissions_restored));
+    std::printf("migration failures %llu, score store %llu states (%llu forgotten)\n",
+                static_cast<unsigned long long>(s.migration_failures), static_cast<unsigned long long>(s.store_entries),
+                static_cast<unsigned long long>(s.store_forgotten));
+    std::printf("content checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
+                static_cast<unsigned long long>(c.integrity_errors));
+    std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");
+  }
+  return c.integrity_errors == 0 ? cxltier::cli::kExitOk : cxltier::cli::kExitCheckFailed;
+}
+
+}  // namespace
+
+static cxltier::cli::Registrar reg(20, [](CLI::App &app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App *sub = app.add_subcommand("run", "The main job: a seeded decode workload through the runtime on real memory, "
+                                            "with per-tier hits, migrations and byte-integrity checks");
+  sub->add_option("--config", o->config, "TOML configuration file (see docs/configuration.md)");
+  sub->add_option("--topology", o->topology, "auto, this-system, emulated or an hwloc XML file (overrides the config)");
+  sub->add_option("--store", o->store, "score-store checkpoint file (persistence across restarts)");
+  sub->add_option("--set", o->sets, "KEY=VALUE configuration override, repeatable (e.g. policy.alpha=0.1)");
+  sub->add_option("--steps", o->steps, "decode steps to run")->capture_default_str();
+  sub->add_option("--seed", o->seed, "workload seed")->capture_default_str();
+  sub->add_option("--sequences", o->sequences, "sequences over the whole run")->capture_default_str();
+  sub->add_option("--active", o->active, "sequences decoding at once (the running batch)")->capture_default_str();
+  sub->add_flag("--json", o->json, "Print the summary as JSON");
+  sub->add_flag("--quiet", o->quiet, "No progress line");
+  return [o]() { return run(*o); };
+});
