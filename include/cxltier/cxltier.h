@@ -222,6 +222,20 @@ CXLT_API cxlt_result_t cxlt_block_access_handles(cxlt_runtime_t *rt, const uint6
 /** Where the block is now. \return CXLT_ERROR_NOT_FOUND if it is resident nowhere. */
 CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
 
+/** Flags of cxlt_block_move. */
+#define CXLT_MOVE_WAIT 1u /**< return when the copy is done (else it is queued) */
+
+/**
+ * Move a resident block to tier `tier` (a placement hint: prefetch before use, or push out
+ * early). Makes room there by the usual cascade when the tier is full. out (may be NULL) gets
+ * the block's place after the call: the new one with CXLT_MOVE_WAIT, the current one otherwise.
+ * \return CXLT_ERROR_NOT_FOUND (not resident), CXLT_ERROR_BUSY (pinned),
+ *         CXLT_ERROR_INVALID_ARGUMENT (no such tier or flag), CXLT_ERROR_BACKEND (the copy failed;
+ *         the block stays where it was).
+ */
+CXLT_API cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsigned flags,
+                                       cxlt_block_t *out) CXLT_NOEXCEPT;
+
 /**
  * Pin a resident block: it will not move or be dropped until unpinned, and out->data stays
  * valid. Pins nest. If the block is being migrated, waits for that copy to finish.

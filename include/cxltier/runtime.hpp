@@ -55,6 +55,13 @@ public:
   void access(const Key *keys, const float *attention, size_t n);
   void access_handles(const uint64_t *handles, const float *attention, size_t n);
   bool lookup(const Key &key, Block *out);
+  // Move a resident block to tier `tier` now (an engine's prefetch or placement hint; the
+  // bandwidth benchmark). With `wait`, returns when the copy is done (the block's new place);
+  // without, the move is queued for the migration workers and the block's current place is
+  // returned. Makes room in the target tier by the usual cascade when it is full. Throws
+  // NOT_FOUND (not resident), BUSY (pinned), INVALID_ARGUMENT (no such tier), BACKEND (the copy
+  // failed: the block stays where it was).
+  Block move(const Key &key, int tier, bool wait);
   Block pin(const Key &key);
   void unpin(const Key &key);
   void release(const Key &key, bool forget);

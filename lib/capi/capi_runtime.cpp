@@ -148,6 +148,16 @@ cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t
   });
 }
 
+cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsigned flags, cxlt_block_t *out) noexcept {
+  return capi::capi_call([&] {
+    auto r = get(rt);
+    CXLT_CAPI_REQUIRE((flags & ~CXLT_MOVE_WAIT) == 0, "cxlt_block_move: unknown flag");
+    Block b = r->move(Key::from(key), tier, (flags & CXLT_MOVE_WAIT) != 0);
+    if (out) write_block(b, out);
+    return CXLT_OK;
+  });
+}
+
 cxlt_result_t cxlt_block_pin(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) noexcept {
   return capi::capi_call([&] {
     auto r = get(rt);

@@ -345,6 +345,51 @@ bool Runtime::lookup(const Key &key, Block *out) {
   return true;
 }
 
+Block Runtime::move(const Key &key, int tier, bool wait) {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  if (tier < 0 || tier > m.last_tier())
+    fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
+  NodeId id = m.store->find(key);
+  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+    m.moved_cv.wait(lk);
+    id = m.store->find(key);
+  }
+  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "move");
+  StoreEntry &e = (*m.store)[id];
+  if (e.tier == tier) return m.block_of(id);
+  if (e.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " is pinned");
+  SlotId d = kInvalidSlot;
+  cxlt_result_t r = m.tiers[tier].pool->allocate(&d);
+  if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
+    ++e.pins;  // making room must not pick the block being moved
+    try {
+      m.make_room(lk, tier, kNoNode, 0);
+    } catch (...) {
+      --(*m.store)[id].pins;
+      throw;
+    }
+    --(*m.store)[id].pins;
+    if ((*m.store)[id].tier < 0 || ((*m.store)[id].flags & kFlagMoving)) not_found(key, "move");
+    r = m.tiers[tier].pool->allocate(&d);
+  }
+  if (r != CXLT_OK)
+    fail(r == CXLT_ERROR_OUT_OF_TIER_MEMORY ? r : CXLT_ERROR_BACKEND, "move: tier '", m.tiers[tier].name,
+         "' has no slot to give: ", r == CXLT_ERROR_OUT_OF_TIER_MEMORY ? "every block in it is pinned or moving" : backend_last_error());
+  if (!wait || m.cfg.synchronous) {
+    if (m.cfg.synchronous) {
+      std::string err;
+      if (!m.move_now(lk, id, tier, d, &err)) fail(CXLT_ERROR_BACKEND, "move: copy failed (the block stays where it was): ", err);
+      return m.block_of(id);
+    }
+    m.schedule_move(id, tier, d);
+    return m.block_of(id);
+  }
+  std::string err;
+  if (!m.move_now(lk, id, tier, d, &err)) fail(CXLT_ERROR_BACKEND, "move: copy failed (the block stays where it was): ", err);
+  return m.block_of(id);
+}
+
 Block Runtime::pin(const Key &key) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);

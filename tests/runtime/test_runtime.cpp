@@ -360,3 +360,33 @@ TEST(Runtime, ConfigErrorsNameTheField) {
     EXPECT_NE(std::string(e.what()).find("tiers.0.kind"), std::string::npos) << e.what();
   }
 }
+
+TEST(Runtime, ExplicitMovesKeepBytesAndMakeRoom) {
+  auto rt = Runtime::open(three_tier_config(2, 2, 2));
+  for (uint64_t i = 0; i < 2; ++i) {
+    Block b = rt->admit(K(i));
+    fill_block(b.data, b.bytes, K(i), 4);
+  }
+  Block m = rt->move(K(0), 2, true);
+  EXPECT_EQ(m.tier, 2);
+  EXPECT_TRUE(check_block(m.data, m.bytes, K(0)));
+  m = rt->move(K(0), 1, true);
+  EXPECT_EQ(m.tier, 1);
+  rt->move(K(1), 1, true);
+  // Tier 1 full: moving a third block there makes room by demoting one of the two.
+  Block c = rt->admit(K(2));
+  fill_block(c.data, c.bytes, K(2), 4);
+  EXPECT_EQ(rt->move(K(2), 1, true).tier, 1);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(intact(*rt, K(i))) << i;
+  rt->move(K(2), 0, false);  // queued
+  ASSERT_TRUE(rt->wait_idle(10000));
+  Block now;
+  ASSERT_TRUE(rt->lookup(K(2), &now));
+  EXPECT_EQ(now.tier, 0);
+  rt->pin(K(2));
+  EXPECT_THROW(rt->move(K(2), 1, true), Error);
+  rt->unpin(K(2));
+  EXPECT_THROW(rt->move(K(2), 3, true), Error);
+  EXPECT_THROW(rt->move(K(77), 1, true), Error);
+  EXPECT_EQ(rt->validate(), "");
+}
