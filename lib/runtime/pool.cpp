@@ -156,13 +156,15 @@ bool BlockPool::is_valid(std::string *why) const {
   if (uint64_t{max_slots_} != budget_bytes_ / block_bytes_) return bad("max_slots is not floor(budget / block)");
   if (mapped_ > max_slots_) return bad("more slots mapped than the budget allows");
   if (capacity_ < mapped_) return bad("slot metadata is shorter than the mapped slots");
-  if (size_t{used_} + free_top_ != mapped_) {
-    return bad("used (" + std::to_string(used_) + ") + free (" + std::to_string(free_top_) + ") != mapped (" +
-               std::to_string(mapped_) + ")");
+  if (free_top_ > mapped_) {
+    return bad("free stack holds " + std::to_string(free_top_) + " slots, more than the " + std::to_string(mapped_) + " mapped");
   }
+  const uint32_t used = mapped_ - free_top_;
   size_t flagged = 0;
   for (uint32_t i = 0; i < mapped_; ++i) flagged += in_use_[i] != 0;
-  if (flagged != used_) return bad("in-use flags count " + std::to_string(flagged) + ", used says " + std::to_string(used_));
+  if (flagged != used) {
+    return bad("in-use flags count " + std::to_string(flagged) + ", the free stack implies " + std::to_string(used));
+  }
   std::vector<bool> seen(mapped_, false);
   for (uint32_t i = 0; i < free_top_; ++i) {
     const SlotId s = free_stack_[i];

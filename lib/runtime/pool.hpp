@@ -49,7 +49,6 @@ public:
     if (free_top_ == 0) [[unlikely]] return allocate_slow(out);
     const SlotId s = free_stack_[--free_top_];
     in_use_[s] = 1;
-    ++used_;
     *out = s;
     cxlt_assert_expensive(is_valid());
     return CXLT_OK;
@@ -61,7 +60,6 @@ public:
     if (slot >= mapped_ || in_use_[slot] == 0) [[unlikely]] return free_invalid(slot);
     in_use_[slot] = 0;
     free_stack_[free_top_++] = slot;  // capacity >= mapped_: never overflows
-    --used_;
     cxlt_assert_expensive(is_valid());
     return CXLT_OK;
   }
@@ -85,10 +83,11 @@ public:
   uint32_t blocks_per_extent() const noexcept { return blocks_per_extent_; }
   uint32_t max_slots() const noexcept { return max_slots_; }        // floor(budget / block)
   uint32_t slots_mapped() const noexcept { return mapped_; }        // carved from extents so far
-  uint32_t slots_used() const noexcept { return used_; }
-  uint32_t slots_free() const noexcept { return max_slots_ - used_; }  // incl. not yet mapped
-  bool full() const noexcept { return used_ == max_slots_; }
-  uint64_t bytes_used() const noexcept { return uint64_t{used_} * block_bytes_; }
+  // In use = mapped - free: derived, so the hot path keeps no counter of its own.
+  uint32_t slots_used() const noexcept { return mapped_ - free_top_; }
+  uint32_t slots_free() const noexcept { return max_slots_ - slots_used(); }  // incl. not yet mapped
+  bool full() const noexcept { return slots_used() == max_slots_; }
+  uint64_t bytes_used() const noexcept { return uint64_t{slots_used()} * block_bytes_; }
   uint64_t bytes_mapped() const noexcept;
   size_t extent_count() const noexcept { return extents_.size(); }
   TierExtent extent(size_t i) const noexcept;
@@ -122,7 +121,6 @@ private:
   uint32_t blocks_per_extent_;
   uint32_t max_slots_;
   uint32_t mapped_ = 0;
-  uint32_t used_ = 0;
   // Plain arrays rather than vectors: the hot path is a load, two stores and a counter, with
   // no capacity checks (capacity_ >= mapped_ always; growth reallocates before mapping).
   std::vector<Extent> extents_;            // reserved for every extent at construction
