@@ -13,6 +13,7 @@ CXLT_PACKAGES=(
   libhwloc-dev libnuma-dev libmemkind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev zlib1g-dev
+  libhiredis-dev
   python3 gnuplot-nox
 )
 

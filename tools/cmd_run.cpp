@@ -297,6 +297,12 @@ int run(const RunOptions &o) {
     std::printf("migration failures %llu, score store %llu states (%llu forgotten)\n",
                 static_cast<unsigned long long>(s.migration_failures), static_cast<unsigned long long>(s.store_entries),
                 static_cast<unsigned long long>(s.store_forgotten));
+    if (rt->config().remote.enabled)  // the remote tier (docs/remote.md)
+      std::printf("remote tier: %llu hits (blocks fetched, not recomputed), %llu misses, %llu written out, %llu failures; "
+                  "%s in, %s out\n",
+                  static_cast<unsigned long long>(s.remote_hits), static_cast<unsigned long long>(s.remote_misses),
+                  static_cast<unsigned long long>(s.remote_writeouts), static_cast<unsigned long long>(s.remote_failures),
+                  format_bytes(s.remote_bytes_in).c_str(), format_bytes(s.remote_bytes_out).c_str());
     std::printf("content checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
                 static_cast<unsigned long long>(c.integrity_errors));
     std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");

@@ -54,6 +54,24 @@ struct TierConfig {
   std::optional<double> latency_ns;      // override the discovered value (ns, lower is better)
 };
 
+// [remote]: a Redis Cluster below the last local tier, shared by a fleet of servers
+// (docs/remote.md). Blocks dropped from the last local tier are written out; a block resident
+// nowhere is fetched back on admission before it counts as a miss.
+struct RemoteConfig {
+  bool enabled = false;
+  std::vector<std::string> seeds;  // "host:port" of any cluster nodes; the rest is discovered
+  std::string ns;                  // key namespace used verbatim; empty: model/geometry/dtype/tp rank
+  std::string model;               // model fingerprint (a name, a hash of the weights' files)
+  std::string dtype;               // element type ("bf16", "fp8"); empty: "e<bytes_per_element>"
+  uint32_t tp_rank = 0;            // tensor-parallel rank whose KV shard the blocks hold
+  uint32_t deadline_ms = 100;      // every remote operation ends (done or failed) within this
+  double write_threshold = 0.0;    // write out only blocks whose LRFU score is at least this
+  uint32_t concurrency = 2;        // write-out threads (one connection per node each)
+  uint32_t max_pending = 16;       // write-outs queued or in flight; beyond, drops are not written
+  std::string user;                // AUTH user (Redis 6 ACL); empty: the default user
+  std::string password_file;       // AUTH password, first line of this file; empty: no AUTH
+};
+
 // The tier's effective name: `name` if set, else the kind's name ("cxl"), else "node2" /
 // "node2+3" from numa_nodes, else "tier<index>".
 CXLT_API std::string tier_config_name(const TierConfig &t, size_t index);
@@ -87,6 +105,9 @@ struct CXLT_API RuntimeConfig {
   bool reserve_memory = false;         // map every tier's whole budget at open
   uint32_t extent_blocks = 16;         // blocks per backend extent (grow granularity)
   bool verify_copies = false;          // checksum each block before and after every copy
+
+  // [remote]
+  RemoteConfig remote;
 
   // Key ("policy.alpha", "tiers.0.budget") -> where its value came from; absent: the default.
   // Maintained by load_toml_*, apply_environment* and set(); assigning a field directly leaves

@@ -299,7 +299,14 @@ typedef struct {
   uint64_t pair_ns[CXLT_MAX_TIERS][CXLT_MAX_TIERS];     /**< copy time from i to j, ns */
   uint64_t store_entries;         /**< policy states in the score store */
   uint64_t store_forgotten;       /**< states forgotten because the store was full */
-  uint64_t reserved[8];
+  /* The remote tier (docs/remote.md), in what were reserved[0..5]: zero when it is off. */
+  uint64_t remote_hits;           /**< admissions served by a verified remote copy (not misses) */
+  uint64_t remote_misses;         /**< remote fetches that found nothing usable (absent, failed, corrupt) */
+  uint64_t remote_writeouts;      /**< blocks dropped from the last tier and written out */
+  uint64_t remote_failures;       /**< remote operations that failed (timeout, server down, error reply) */
+  uint64_t remote_bytes_out;      /**< block bytes written to the remote tier */
+  uint64_t remote_bytes_in;       /**< block bytes fetched from it (verified) */
+  uint64_t reserved[2];
 } cxlt_stats_t;
 
 /** Fill *out. \return CXLT_ERROR_INVALID_ARGUMENT if out->size or out->version is not one this library knows. */

@@ -35,6 +35,7 @@ struct ReferenceResult {
   int hit_tier = -1;        // tier that held the block, -1 on a miss
   bool admitted = false;    // a miss that was admitted (OPT may decline)
   bool restored = false;    // the admission restored a stored state
+  bool remote_hit = false;  // a miss that the remote tier served (its bytes fetched, not a miss)
 };
 
 class CXLT_API Runtime {

@@ -6,7 +6,9 @@
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
 
+#include "remote/value.hpp"
 #include "runtime/copy.hpp"
+#include "runtime/remote.hpp"
 #include "tier_ops.hpp"
 
 #include <toml++/toml.h>
@@ -375,6 +377,74 @@ const Field kFields[] = {
     {"runtime.verify_copies", Type::boolean, false, "checksum each block around every copy",
      CXLT_SET { (void)t; c.verify_copies = get_bool(v, what); },
      CXLT_GET { (void)t; return c.verify_copies ? "true" : "false"; }},
+
+    // [remote]: the Redis Cluster tier (docs/remote.md).
+    {"remote.enabled", Type::boolean, false, "write dropped blocks out and fetch them back",
+     CXLT_SET { (void)t; c.remote.enabled = get_bool(v, what); },
+     CXLT_GET { (void)t; return c.remote.enabled ? "true" : "false"; }},
+    {"remote.seeds", Type::text, false, "HOST:PORT of cluster servers, comma-separated",
+     CXLT_SET {
+       (void)t;
+       std::vector<std::string> seeds;
+       if (!trim(v).empty())
+         for (std::string &s : split_list(v, what)) {
+           size_t colon = s.rfind(':');
+           uint64_t port = 0;
+           if (colon == std::string::npos || colon == 0 ||
+               std::from_chars(s.data() + colon + 1, s.data() + s.size(), port).ptr != s.data() + s.size() ||
+               colon + 1 == s.size() || port == 0 || port > 65535)
+             fail(CXLT_ERROR_CONFIG, what, ": '", s, "' is not HOST:PORT with a port in 1-65535 (e.g. 127.0.0.1:7000)");
+           seeds.push_back(std::move(s));
+         }
+       c.remote.seeds = std::move(seeds);
+     },
+     CXLT_GET {
+       (void)t;
+       std::string s;
+       for (const std::string &x : c.remote.seeds) s += (s.empty() ? "" : ",") + x;
+       return toml_quote(s);
+     }},
+    {"remote.namespace", Type::text, false, "key namespace used as is; empty: model/geometry/dtype/tp rank",
+     CXLT_SET {
+       (void)t;
+       std::string s(trim(v));
+       if (std::string why = remote::check_namespace(s); !s.empty() && !why.empty())
+         fail(CXLT_ERROR_CONFIG, what, " = '", s, "' ", why);
+       c.remote.ns = s;
+     },
+     CXLT_GET { (void)t; return toml_quote(c.remote.ns); }},
+    {"remote.model", Type::text, false, "model fingerprint in the namespace; empty: \"model\"",
+     CXLT_SET { (void)t, (void)what; c.remote.model = std::string(trim(v)); },
+     CXLT_GET { (void)t; return toml_quote(c.remote.model); }},
+    {"remote.dtype", Type::text, false, "element type in the namespace; empty: e<bytes_per_element>",
+     CXLT_SET { (void)t, (void)what; c.remote.dtype = std::string(trim(v)); },
+     CXLT_GET { (void)t; return toml_quote(c.remote.dtype); }},
+    {"remote.tp_rank", Type::uint, false, "tensor-parallel rank in the namespace",
+     CXLT_SET { (void)t; c.remote.tp_rank = static_cast<uint32_t>(get_uint(v, what, 0, 65535)); },
+     CXLT_GET { (void)t; return std::to_string(c.remote.tp_rank); }},
+    {"remote.deadline_ms", Type::uint, false, "ms per block operation, [1, 60000]",
+     CXLT_SET { (void)t; c.remote.deadline_ms = static_cast<uint32_t>(get_uint(v, what, 1, 60000)); },
+     CXLT_GET { (void)t; return std::to_string(c.remote.deadline_ms); }},
+    {"remote.write_threshold", Type::number, false, "LRFU score in [0, 1] a dropped block needs to be written out",
+     CXLT_SET {
+       (void)t;
+       double x = parse_double(v, what);
+       if (!(x >= 0.0 && x <= 1.0)) fail(CXLT_ERROR_CONFIG, what, " = ", fmt_double(x), " is outside [0, 1]");
+       c.remote.write_threshold = x;
+     },
+     CXLT_GET { (void)t; return fmt_double(c.remote.write_threshold); }},
+    {"remote.concurrency", Type::uint, false, "write-out threads, [1, 64]",
+     CXLT_SET { (void)t; c.remote.concurrency = static_cast<uint32_t>(get_uint(v, what, 1, 64)); },
+     CXLT_GET { (void)t; return std::to_string(c.remote.concurrency); }},
+    {"remote.max_pending", Type::uint, false, "write-outs queued or in flight, [1, 65536]",
+     CXLT_SET { (void)t; c.remote.max_pending = static_cast<uint32_t>(get_uint(v, what, 1, 65536)); },
+     CXLT_GET { (void)t; return std::to_string(c.remote.max_pending); }},
+    {"remote.user", Type::text, false, "AUTH user (ACL); empty: the default user",
+     CXLT_SET { (void)t, (void)what; c.remote.user = std::string(trim(v)); },
+     CXLT_GET { (void)t; return toml_quote(c.remote.user); }},
+    {"remote.password_file", Type::text, true, "file whose first line is the AUTH password; empty: no AUTH",
+     CXLT_SET { (void)t, (void)what; c.remote.password_file = std::string(trim(v)); },
+     CXLT_GET { (void)t; return toml_quote(c.remote.password_file); }},
 };
 
 const Field kTierFields[] = {
@@ -449,7 +519,7 @@ const Field kTierFields[] = {
 #undef CXLT_SET
 #undef CXLT_GET
 
-const char *const kGroups[] = {"geometry", "policy", "store", "runtime"};
+const char *const kGroups[] = {"geometry", "policy", "store", "runtime", "remote"};
 
 const Field *find_field(std::string_view name) {
   for (const Field &f : kFields)
@@ -688,7 +758,7 @@ void load_table(RuntimeConfig &c, const toml::table &root, const std::string &or
         hint = " (did you mean '" + std::string(n.substr(0, dot)) + "." + key + "', in [" + std::string(n.substr(0, dot)) + "]?)";
     }
     if (hint.empty())
-      hint = did_you_mean(key, {"topology", "geometry", "policy", "store", "runtime", "tiers"});
+      hint = did_you_mean(key, {"topology", "geometry", "policy", "store", "runtime", "remote", "tiers"});
     unknown_in_toml(kwhere, key, hint);
   }
 }
@@ -961,6 +1031,19 @@ void RuntimeConfig::validate() const {
   if (copy_kernel != "auto" && !parse_copy_kernel(copy_kernel))
     bad("runtime.copy_kernel", "runtime.copy_kernel = '", copy_kernel, "' is not a known copy kernel");
   if (topology.empty()) bad("topology", "topology is empty (use auto, this-system, emulated or an XML file)");
+
+  // Remote.
+  if (remote.enabled && remote.seeds.empty())
+    bad("remote.seeds", "remote.enabled = true but remote.seeds is empty: name at least one cluster server (HOST:PORT)");
+  if (remote.enabled && remote.ns.empty()) {
+    RuntimeConfig probe;
+    probe.geometry = geometry;
+    probe.remote = remote;
+    std::string ns = remote_namespace(probe);
+    if (std::string why = remote::check_namespace(ns); !why.empty())
+      fail(CXLT_ERROR_CONFIG, "the remote namespace '", ns, "' derived from remote.model and remote.dtype ", why,
+           from("remote.model"), from("remote.dtype"));
+  }
 
   // Tiers: each says what it is, names and nodes are unique, budgets hold a block.
   if (tiers.size() > kMaxTiers)

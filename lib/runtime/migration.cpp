@@ -248,7 +248,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
 // One pass of the background mover: promotion candidates first (they are what the engine
 // uses now), then headroom under the watermarks, bottom tier first so that demotions from
 // above find room.
-void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &) {
+void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   size_t budget = 64;
   size_t n = std::min(budget, promote_queue.size());
   std::vector<NodeId> retry;
@@ -286,7 +286,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &) {
       NodeId v = tr.policy->victim(now, eligible());
       if (v == kNoNode) break;
       if (t == last_tier()) {
-        drop(v);
+        policy_drop(lk, v, /*wait=*/false);  // written out by the remote tier's threads, if on
       } else {
         SlotId d = kInvalidSlot;
         if (tiers[t + 1].pool->allocate(&d) != CXLT_OK) break;
@@ -352,6 +352,83 @@ void Runtime::Impl::write_checkpoint_now(std::unique_lock<std::mutex> &lk) {
     throw;
   }
   lk.lock();
+}
+
+// --- Write-out to the remote tier (lib/runtime/remote.hpp) ----------------------------------
+// A block the policy drops from the last local tier, with the remote tier on, is moved to "the
+// remote tier" by the same rules as a move between tiers (block B in tier S, slot s):
+//  W1. [lock held] B leaves S's policy index and is marked moving. Its entry still says (S, s)
+//      and s stays allocated (S's budget still counts it): lookup() returns s, whose bytes are
+//      intact; pin() and release(forget) wait (step 4 above); nobody can choose B again.
+//  W2. [lock released] The remote client sends s's bytes to the server (writev from the slot,
+//      no copy), in the calling thread (make_room) or in one of its own (the background mover).
+//  W3. [lock held] Whatever the outcome, s is freed and B is resident nowhere, its policy state
+//      kept in the store: the drop the policy decided, counted in `drops`. A write that failed
+//      (timeout, server down, -OOM) is counted in remote failures; B is then only a miss later.
+// make_room waits for the write (W2 in the admitting thread, bounded by remote.deadline_ms):
+// the room it needs is made by this very drop, and writing out a block worth keeping matters
+// more than the few milliseconds one 5 MiB SET costs; the background mover keeps admissions
+// away from this path by keeping headroom under the watermarks. Blocks below
+// remote.write_threshold, and drops beyond remote.max_pending write-outs in flight, are
+// dropped without a write (counted in the remote `skipped` counter).
+void Runtime::Impl::policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, bool wait) {
+  StoreEntry &e = (*store)[id];
+  if (!remote || tiers[e.tier].no_bytes) {
+    drop(id);
+    return;
+  }
+  const double score = lrfu_effective_score(e.st.score, now - std::min(now, e.st.last_access), cfg.lrfu);
+  if (score < remote->write_threshold()) {
+    remote->note_skipped();
+    drop(id);
+    return;
+  }
+  const Key key = e.key;
+  WriteOut w = begin_writeout(id);
+  if (wait) {
+    lk.unlock();
+    bool ok = remote->store(key, w.ptr, block_bytes);
+    lk.lock();
+    finish_writeout(w, ok);
+    return;
+  }
+  bool queued = remote->store_async(key, w.ptr, block_bytes, [this, w](bool ok) {
+    std::lock_guard g(mu);
+    finish_writeout(w, ok);
+  });
+  if (!queued) {
+    remote->note_skipped();
+    finish_writeout(w, false);
+  }
+}
+
+// Step W1.
+WriteOut Runtime::Impl::begin_writeout(NodeId id) {
+  StoreEntry &e = (*store)[id];
+  cxlt_assert(e.tier >= 0 && e.pins == 0 && (e.flags & kFlagMoving) == 0);
+  tiers[e.tier].policy->erase(id, EraseReason::evicted);
+  e.flags |= kFlagMoving;
+  ++tiers[e.tier].moving_out;
+  ++in_flight;
+  return WriteOut{id, e.generation, e.tier, e.slot, tiers[e.tier].pool->address(e.slot)};
+}
+
+// Step W3.
+void Runtime::Impl::finish_writeout(const WriteOut &w, bool written) {
+  (void)written;  // the remote client counts writes and failures
+  StoreEntry &e = (*store)[w.id];
+  cxlt_assert(e.generation == w.generation && (e.flags & kFlagMoving) && e.tier == w.tier && e.slot == w.slot);
+  --tiers[w.tier].moving_out;
+  --in_flight;
+  cxlt_result_t r = tiers[w.tier].pool->free(w.slot);
+  cxlt_assert(r == CXLT_OK);
+  (void)r;
+  e.tier = -1;
+  e.slot = kInvalidSlot;
+  e.flags = static_cast<uint8_t>(e.flags & ~(kFlagMoving | kFlagReleased | kFlagPromoteQueued));
+  store->set_resident(w.id, false);
+  ++drops;
+  moved_cv.notify_all();
 }
 
 }  // namespace cxltier

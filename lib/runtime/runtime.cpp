@@ -114,15 +114,15 @@ bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId
   NodeId v = tiers[tier].policy->victim(now, eligible());
   if (v == kNoNode) return false;
   if (tier == last_tier()) {
-    drop(v);
+    policy_drop(lk, v, /*wait=*/true);  // written out first when the remote tier is on
     return true;
   }
   SlotId d = kInvalidSlot;
   cxlt_result_t r = tiers[tier + 1].pool->allocate(&d);
   if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
     // Every tier below is full of pinned or moving blocks: the victim leaves the tiers here
-    // (its policy state stays in the store).
-    drop(v);
+    // (its policy state stays in the store; written out first when the remote tier is on).
+    policy_drop(lk, v, /*wait=*/true);
     return true;
   }
   if (r != CXLT_OK)
@@ -182,6 +182,24 @@ void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   }
 }
 
+// The remote tier's fetch (remote.hpp). The block was just placed and is flagged admitting; it
+// is pinned while the lock is released so that no make_room picks it as a victim, nor a mover
+// moves it, while the client writes its slot. A miss leaves garbage in the slot, which is fine:
+// the caller is told placed = true and fills it.
+bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
+  StoreEntry &e = (*store)[id];
+  if (!remote || e.tier < 0 || tiers[e.tier].no_bytes) return false;
+  void *dst = tiers[e.tier].pool->address(e.slot);
+  if (dst == nullptr) return false;
+  const Key key = e.key;
+  ++e.pins;
+  lk.unlock();
+  const bool ok = remote->fetch(key, dst, block_bytes);
+  lk.lock();
+  --(*store)[id].pins;
+  return ok;
+}
+
 // --- Runtime ---------------------------------------------------------------------------------
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -212,7 +230,6 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   m.restore_or_reset(id, nullptr);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
   e.st.tick = ++m.tick;
-  ++m.misses;
   e.flags |= kFlagAdmitting;
   m.store->set_resident(id, true);  // never forgotten while being placed
   try {
@@ -224,12 +241,15 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
     m.moved_cv.notify_all();
     throw;
   }
+  // The remote tier: a verified copy fills the new slot and the admission is not a miss.
+  const bool fetched = m.fetch_remote(lk, id);
+  if (!fetched) ++m.misses;
   StoreEntry &f = (*m.store)[id];
   f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
   if (pin) ++f.pins;
   m.moved_cv.notify_all();
   if (!m.cfg.synchronous) m.mover_cv.notify_one();
-  if (placed) *placed = true;
+  if (placed) *placed = !fetched;
   return m.block_of(id);
 }
 
@@ -329,6 +349,10 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
     f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
     if (f.tier < 0) m.store->set_resident(id, false);
     throw;
+  }
+  if (m.fetch_remote(lk, id)) {  // the remote tier had it: not a miss after all
+    --m.misses;
+    res.remote_hit = true;
   }
   (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagAdmitting);
   ++m.accesses;
@@ -520,6 +544,15 @@ cxlt_stats_t Runtime::stats() const {
     }
   s.store_entries = m.store->size();
   s.store_forgotten = m.store->forgotten_total();
+  if (m.remote) {
+    const RemoteCounters rc = m.remote->counters();
+    s.remote_hits = rc.hits;
+    s.remote_misses = rc.misses;
+    s.remote_writeouts = rc.writeouts;
+    s.remote_failures = rc.failures;
+    s.remote_bytes_out = rc.bytes_out;
+    s.remote_bytes_in = rc.bytes_in;
+  }
   return s;
 }
 
@@ -566,6 +599,15 @@ std::string Runtime::stats_json() const {
     }
   j["pairs"] = pairs;
   j["store"] = {{"entries", s.store_entries}, {"forgotten", s.store_forgotten}, {"capacity", impl_->cfg.store_capacity}};
+  if (impl_->remote) {
+    const RemoteCounters rc = impl_->remote->counters();
+    j["remote"] = {{"engine", impl_->remote->describe()}, {"hits", rc.hits}, {"misses", rc.misses},
+                   {"writeouts", rc.writeouts}, {"failures", rc.failures}, {"bytes_out", rc.bytes_out},
+                   {"bytes_in", rc.bytes_in}, {"skipped", rc.skipped}, {"corrupt", rc.corrupt},
+                   {"timeouts", rc.timeouts}, {"moved", rc.moved}, {"ask", rc.ask}, {"refreshes", rc.refreshes}};
+  } else {
+    j["remote"] = nullptr;
+  }
   return j.dump(2);
 }
 

@@ -12,6 +12,7 @@
 #include "policy/score_store.hpp"
 #include "runtime/copy.hpp"
 #include "runtime/pool.hpp"
+#include "runtime/remote.hpp"
 #include "tiers/backend.hpp"
 #include "tiers/faulty/faulty.hpp"
 
@@ -62,6 +63,15 @@ struct MoveJob {
   SlotId dst_slot;
   void *src_ptr;  // addresses taken under the lock at step 1 (nullptr for null tiers)
   void *dst_ptr;
+};
+
+// A write-out to the remote tier in flight (migration.cpp, steps W1-W3): where the bytes are.
+struct WriteOut {
+  NodeId id;
+  uint32_t generation;
+  int tier;
+  SlotId slot;
+  void *ptr;
 };
 
 struct Runtime::Impl {
@@ -131,6 +141,19 @@ struct Runtime::Impl {
   void start_threads();
   void stop_threads();
   void write_checkpoint_now(std::unique_lock<std::mutex> &lk);
+
+  // --- the remote tier (remote.hpp): nullptr when [remote] is off. Declared after `tiers`, so
+  // it is destroyed first; ~Runtime stops it (every write-out finished) before freeing memory.
+  std::unique_ptr<RemoteTier> remote;
+  // migration.cpp: a drop decided by the policy. With the remote tier on (and the block's
+  // score at the threshold or above) its bytes are written out first: in this thread with the
+  // lock released when `wait` (make_room), else by the client's threads.
+  void policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, bool wait);
+  WriteOut begin_writeout(NodeId id);
+  void finish_writeout(const WriteOut &w, bool written);
+  // runtime.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
+  // the lock released meanwhile. True when the slot holds the verified block.
+  bool fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id);
 };
 
 }  // namespace cxltier

@@ -195,6 +195,11 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
       fail(CXLT_ERROR_CONFIG, "runtime.copy_kernel = '", cfg.copy_kernel, "' is not available on this CPU");
     m->kernel_down = m->kernel_up = *k;
   }
+  if (cfg.remote.enabled) {
+    if (null_tiers != 0)
+      fail(CXLT_ERROR_CONFIG, "remote.enabled = true: the null backend holds no bytes to write out or fetch into");
+    m->remote = open_remote_tier(cfg);  // the remote tier (remote.hpp)
+  }
   m->start_threads();
   return std::unique_ptr<Runtime>(new Runtime(std::move(m)));
 }
@@ -206,6 +211,7 @@ Runtime::~Runtime() {
     m.closed = true;
   }
   m.stop_threads();
+  if (m.remote) m.remote->stop();  // every write-out finished (its slot freed) before memory goes
   if (!m.cfg.store_path.empty()) {
     try {
       std::unique_lock lk(m.mu);

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Start a real Redis Cluster on loopback in a temporary folder (3 masters, each with one
+# replica: the failover test needs them), run the remote tests against it, and stop every
+# server by its PID (trap: also on failure or interruption).
+#   cluster.sh TEST_BINARY [gtest arguments...]
+# Exit 77 (meson: skipped) only when redis-server or redis-cli is missing or cannot start.
+set -uo pipefail
+
+test_bin="$1"
+shift
+
+skip() { echo "SKIP: $*"; exit 77; }
+command -v redis-server >/dev/null 2>&1 || skip "redis-server is not installed (apt-get install redis-server redis-tools; .ci/run installs them)"
+command -v redis-cli >/dev/null 2>&1 || skip "redis-cli is not installed (apt-get install redis-tools)"
+
+dir=$(mktemp -d /tmp/cxlt-redis.XXXXXX)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do
+    for t in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
+  if [ "${CXLT_TEST_KEEP_REDIS:-0}" = 1 ]; then echo "kept $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Six free ports P..P+5 whose cluster-bus ports (P+10000) are free too.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+base=""
+for try in $(seq 1 50); do
+  b=$(( 20000 + (RANDOM % 900) * 10 ))
+  ok=1
+  for i in 0 1 2 3 4 5; do
+    port_free $((b + i)) && port_free $((b + i + 10000)) || { ok=0; break; }
+  done
+  if [ $ok = 1 ]; then base=$b; break; fi
+done
+[ -n "$base" ] || skip "no 6 free loopback ports (and bus ports) found"
+
+ports=()
+for i in 0 1 2 3 4 5; do
+  p=$((base + i))
+  ports+=("$p")
+  mkdir -p "$dir/$p"
+  # The settings docs/remote.md recommends: bounded memory with LFU eviction, no persistence,
+  # the cluster keeps serving the slots it has when some are lost. A short node timeout makes
+  # the failover test take seconds.
+  redis-server --port "$p" --bind 127.0.0.1 --dir "$dir/$p" --cluster-enabled yes \
+    --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 1000 \
+    --cluster-require-full-coverage no --cluster-allow-reads-when-down no \
+    --maxmemory 256mb --maxmemory-policy allkeys-lfu --save "" --appendonly no \
+    --logfile "$dir/$p/redis.log" >/dev/null 2>&1 &
+  pids+=("$!")
+  disown "$!"  # no job notices when the failover test kills one
+  echo "$!" > "$dir/$p.pid"
+done
+for p in "${ports[@]}"; do
+  for t in $(seq 1 100); do
+    redis-cli -p "$p" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  redis-cli -p "$p" ping >/dev/null 2>&1 || { tail -n 20 "$dir/$p/redis.log"; skip "redis-server on port $p did not start"; }
+done
+t0=$(date +%s%N)
+hosts=()
+for p in "${ports[@]}"; do hosts+=("127.0.0.1:$p"); done
+if ! redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1; then
+  cat "$dir/create.log"
+  echo "FAIL: redis-cli --cluster create failed"
+  exit 1
+fi
+for t in $(seq 1 200); do
+  good=1
+  for p in "${ports[@]}"; do
+    redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || good=0
+  done
+  [ $good = 1 ] && break
+  sleep 0.1
+done
+[ $good = 1 ] || { echo "FAIL: the cluster did not reach cluster_state:ok"; exit 1; }
+echo "cluster of 3 masters + 3 replicas on 127.0.0.1:${ports[0]}-${ports[5]} ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($dir)"
+
+export CXLT_TEST_REDIS_DIR="$dir"
+export CXLT_TEST_REDIS_SEEDS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"
+export CXLT_TEST_REDIS_PORTS="${ports[*]}"
+"$test_bin" "$@"
+rc=$?
+exit $rc
