@@ -4,6 +4,7 @@
 # replica: the failover test needs them), run the remote tests against it, and stop every
 # server by its PID (trap: also on failure or interruption).
 #   cluster.sh TEST_BINARY [gtest arguments...]
+# CXLT_TEST_REDIS_REPLICAS=0 starts the 3 masters alone (benchmarks: no replication traffic).
 # Exit 77 (meson: skipped) only when redis-server or redis-cli is missing or cannot start.
 set -uo pipefail
 
@@ -27,21 +28,23 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Six free ports P..P+5 whose cluster-bus ports (P+10000) are free too.
+replicas=${CXLT_TEST_REDIS_REPLICAS:-1}
+nodes=$(( 3 * (1 + replicas) ))
+# Free ports P..P+nodes-1 whose cluster-bus ports (P+10000) are free too.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 base=""
 for try in $(seq 1 50); do
   b=$(( 20000 + (RANDOM % 900) * 10 ))
   ok=1
-  for i in 0 1 2 3 4 5; do
+  for i in $(seq 0 $((nodes - 1))); do
     port_free $((b + i)) && port_free $((b + i + 10000)) || { ok=0; break; }
   done
   if [ $ok = 1 ]; then base=$b; break; fi
 done
-[ -n "$base" ] || skip "no 6 free loopback ports (and bus ports) found"
+[ -n "$base" ] || skip "no $nodes free loopback ports (and bus ports) found"
 
 ports=()
-for i in 0 1 2 3 4 5; do
+for i in $(seq 0 $((nodes - 1))); do
   p=$((base + i))
   ports+=("$p")
   mkdir -p "$dir/$p"
@@ -67,7 +70,7 @@ done
 t0=$(date +%s%N)
 hosts=()
 for p in "${ports[@]}"; do hosts+=("127.0.0.1:$p"); done
-if ! redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1; then
+if ! redis-cli --cluster create "${hosts[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1; then
   cat "$dir/create.log"
   echo "FAIL: redis-cli --cluster create failed"
   exit 1
@@ -81,7 +84,7 @@ for t in $(seq 1 200); do
   sleep 0.1
 done
 [ $good = 1 ] || { echo "FAIL: the cluster did not reach cluster_state:ok"; exit 1; }
-echo "cluster of 3 masters + 3 replicas on 127.0.0.1:${ports[0]}-${ports[5]} ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($dir)"
+echo "cluster of 3 masters + $((nodes - 3)) replicas on 127.0.0.1:${ports[0]}-${ports[$((nodes - 1))]} ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($dir)"
 
 export CXLT_TEST_REDIS_DIR="$dir"
 export CXLT_TEST_REDIS_SEEDS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"
