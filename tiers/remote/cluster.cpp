@@ -158,12 +158,16 @@ std::unique_ptr<Conn> Cluster::checkout(Node &n, Deadline dl, std::string *err) 
   auto c = std::make_unique<Conn>();
   counters_.connects.fetch_add(1, std::memory_order_relaxed);
   if (!c->open(n.addr.host, n.addr.port, dl, opt_.auth, err)) {
-    n.down_until_ns.store(now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(opt_.node_backoff).count(),
-                          std::memory_order_relaxed);
-    want_refresh();
+    mark_down(n);
     return nullptr;
   }
   return c;
+}
+
+void Cluster::mark_down(Node &n) {
+  n.down_until_ns.store(now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(opt_.node_backoff).count(),
+                        std::memory_order_relaxed);
+  want_refresh();
 }
 
 void Cluster::checkin(Node &n, std::unique_ptr<Conn> c) {
@@ -203,7 +207,10 @@ bool Cluster::refresh(Deadline dl, std::string *err) {
     if (io == Io::ok) io = c->read_reply(&r, dl);
     if (io != Io::ok) {
       why = cand->addr.str() + ": CLUSTER SLOTS: " + io_name(io);
-      if (io == Io::timeout) counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+      if (io == Io::timeout) {
+        counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+        mark_down(*cand);
+      }
       continue;
     }
     if (r.type != Reply::array) {
@@ -348,7 +355,12 @@ void Cluster::run_round(std::vector<Target> &targets, Deadline dl) {
       t.ops[i]->status = status_of(io);
       t.ops[i]->error = why;
     }
-    if (io == Io::timeout) counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+    if (io == Io::timeout) {
+      counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+      // A server that ran past a deadline (overloaded, or silently unreachable) is left alone
+      // for the back-off: its slots miss at once instead of costing a deadline each.
+      mark_down(*t.node);
+    }
     if (t.conn) t.conn->close();
     t.conn.reset();
     want_refresh();

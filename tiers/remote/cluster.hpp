@@ -5,10 +5,10 @@
 // the same time), follows one -MOVED or -ASK redirection per command, and refreshes the table
 // when the cluster changes (a redirection, a server that fails, a slot nobody serves).
 //
-// Every call ends by its deadline, done or failed. A server that refuses or drops connections
-// is left alone for a short back-off, so a dead master costs its slots an immediate miss rather
-// than a connect attempt per command. Thread-safe: connections are pooled per server and each
-// call checks out what it uses.
+// Every call ends by its deadline, done or failed. A server that refuses a connection or runs
+// past a deadline is left alone for a short back-off, so a dead or hung master costs its slots
+// an immediate miss rather than a connect attempt or a whole deadline per command.
+// Thread-safe: connections are pooled per server and each call checks out what it uses.
 #pragma once
 
 #include "remote/conn.hpp"
@@ -91,6 +91,7 @@ private:
   std::shared_ptr<Node> route(uint16_t slot) const;
   std::unique_ptr<Conn> checkout(Node &n, Deadline dl, std::string *err);
   void checkin(Node &n, std::unique_ptr<Conn> c);
+  void mark_down(Node &n);  // skip it for the back-off, and refresh the table
   void run_round(std::vector<Target> &targets, Deadline dl);
   void want_refresh() noexcept { refresh_wanted_.store(true, std::memory_order_relaxed); }
   void maybe_refresh(Deadline dl);
