@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Micro-benchmark: the runtime's access path (Runtime::access_handles, Runtime::access) for a
+// batch of 4096 distinct resident blocks (all of them when fewer are resident; as one decode
+// step touches each block once) at 1K and 1M resident blocks, drawn either at random (the worst
+// case for the caches) or as 64 runs of 64 consecutive admissions (the blocks of 64 sequences:
+// what an engine's step looks like), against the
+// baseline a runtime without handles would be: a plain std::unordered_map<Key, state> update of
+// the same batch with the same LRFU formula. Null backend, synchronous runtime, one tier (no
+// promotion), so only the bookkeeping is timed: lock, handle check, score update, the policy
+// index's reordering. Time per batch, lower is better; items/s = block accesses per second.
+// Goal (issue 5): >= 20 M block accesses per second per core by handle at 1M resident blocks.
+// The thread is pinned (CXLT_BENCH_CPU, default 0).
+#include "bench_ratio.hpp"
+
+#include <cxltier/config.hpp>
+#include <cxltier/key.hpp>
+#include <cxltier/policy.hpp>
+#include <cxltier/runtime.hpp>
+
+#include <benchmark/benchmark.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr size_t kBatch = 4096;
+constexpr size_t kBatches = 16;  // distinct batches, cycled
+
+void pin() {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+// n resident blocks in one null tier; kBatches batches of min(kBatch, n) distinct residents
+// (keys, handles, attention), random or in runs of 64. Built once per (n, shape) and kept:
+// admitting 1M blocks takes about a second.
+struct Resident {
+  size_t batch = 0;
+  std::unique_ptr<cxltier::Runtime> rt;
+  std::vector<cxltier::Key> keys;              // per batch slot: kBatches * kBatch
+  std::vector<uint64_t> handles;
+  std::vector<float> attention;
+};
+
+Resident &resident(size_t n, bool runs) {
+  static std::map<std::pair<size_t, bool>, std::unique_ptr<Resident>> cache;
+  auto &slot = cache[{n, runs}];
+  if (slot) return *slot;
+  cxltier::RuntimeConfig cfg;
+  cfg.topology = "emulated";
+  cfg.geometry.layers = cfg.geometry.kv_heads = cfg.geometry.head_dim = cfg.geometry.bytes_per_element = 1;
+  cfg.geometry.k_and_v = false;
+  cfg.geometry.tokens_per_block = 1024;  // 1 KiB "blocks": only budgets see the size
+  cxltier::TierConfig t;
+  t.name = "hbm";
+  t.kind = cxltier::TierKind::hbm;
+  t.backend = "null";
+  t.budget_bytes = n * 1024;
+  cfg.tiers.push_back(t);
+  cfg.synchronous = true;
+  cfg.store_capacity = n + 1024;
+  auto r = std::make_unique<Resident>();
+  r->rt = cxltier::Runtime::open(cfg);
+  std::vector<cxltier::Key> all(n);
+  std::vector<uint64_t> all_handles(n);
+  for (size_t i = 0; i < n; ++i) {
+    all[i] = cxltier::key_from_sequence(i / 64, i % 64);
+    all_handles[i] = r->rt->admit(all[i]).handle;
+  }
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<float> att(0.0f, 1.0f);
+  r->batch = std::min(kBatch, n);
+  std::vector<size_t> order(n);
+  for (size_t b = 0; b < kBatches; ++b) {
+    std::iota(order.begin(), order.end(), size_t{0});
+    if (runs) {
+      // 64 runs of 64 consecutive blocks, at random distinct run starts.
+      std::vector<size_t> starts(n / 64);
+      std::iota(starts.begin(), starts.end(), size_t{0});
+      std::shuffle(starts.begin(), starts.end(), rng);
+      for (size_t i = 0; i < r->batch; ++i) order[i] = starts[i / 64] * 64 + i % 64;
+    } else {
+      // The first `batch` of a random permutation (partial Fisher-Yates).
+      for (size_t i = 0; i < r->batch; ++i) std::swap(order[i], order[i + rng() % (n - i)]);
+    }
+    for (size_t i = 0; i < r->batch; ++i) {
+      r->keys.push_back(all[order[i]]);
+      r->handles.push_back(all_handles[order[i]]);
+      r->attention.push_back(att(rng));
+    }
+  }
+  slot = std::move(r);
+  return *slot;
+}
+
+void BM_AccessHandles(benchmark::State &state) {
+  pin();
+  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
+  const size_t k = r.batch;
+  size_t b = 0;
+  for (auto _ : state) {
+    r.rt->access_handles(r.handles.data() + b * k, r.attention.data() + b * k, k);
+    r.rt->step();
+    b = (b + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+}
+BENCHMARK(BM_AccessHandles)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+
+void BM_AccessKeys(benchmark::State &state) {
+  pin();
+  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
+  const size_t k = r.batch;
+  size_t b = 0;
+  for (auto _ : state) {
+    r.rt->access(r.keys.data() + b * k, r.attention.data() + b * k, k);
+    r.rt->step();
+    b = (b + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+}
+BENCHMARK(BM_AccessKeys)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+
+// Baseline: the same batch through an unordered_map from key to policy state, the same LRFU
+// update, no lock, no policy index.
+void BM_AccessHashMap(benchmark::State &state) {
+  pin();
+  const size_t n = static_cast<size_t>(state.range(0));
+  Resident &r = resident(n, state.range(1) != 0);
+  const size_t k = r.batch;
+  std::unordered_map<cxltier::Key, cxltier::PolicyState, cxltier::KeyHash> map;
+  map.reserve(n);
+  for (size_t i = 0; i < n; ++i) map[cxltier::key_from_sequence(i / 64, i % 64)] = {};
+  const cxltier::LrfuParams params;
+  uint64_t now = 1;
+  size_t b = 0;
+  for (auto _ : state) {
+    const cxltier::Key *keys = r.keys.data() + b * k;
+    const float *a = r.attention.data() + b * k;
+    for (size_t i = 0; i < k; ++i) {
+      cxltier::PolicyState &s = map.find(keys[i])->second;
+      s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
+      s.last_access = now;
+      ++s.accesses;
+    }
+    ++now;
+    benchmark::ClobberMemory();
+    b = (b + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+}
+BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+
+CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
+                 "BM_AccessHashMap/resident:1048576/runs:0", 0);
+CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, runs of 64",
+                 "BM_AccessHandles/resident:1048576/runs:1", "BM_AccessHashMap/resident:1048576/runs:1", 0);
+CXLT_BENCH_RATIO("access by key vs unordered_map update, 1M resident, random", "BM_AccessKeys/resident:1048576/runs:0",
+                 "BM_AccessHashMap/resident:1048576/runs:0", 0);
+CXLT_BENCH_RATIO("access by handle vs by key, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
+                 "BM_AccessKeys/resident:1048576/runs:0", 0);
+
+}  // namespace

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// Micro-benchmark: admission of a new block when the top tier is full, so that the runtime must
+// make room (its victim demoted to the second tier, whose own victim is dropped, as in a full
+// cache's steady state), against admission into free room (admit, then release(forget) to
+// keep the room). Two null tiers (top N blocks, second 4N), synchronous runtime: only the
+// runtime's bookkeeping is timed (store, pools, both policy indexes, the move protocol's steps
+// 1 and 3). Time per admission, lower is better. The thread is pinned (CXLT_BENCH_CPU, default 0).
+#include "bench_ratio.hpp"
+
+#include <cxltier/config.hpp>
+#include <cxltier/key.hpp>
+#include <cxltier/runtime.hpp>
+
+#include <benchmark/benchmark.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <memory>
+
+namespace {
+
+void pin() {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+std::unique_ptr<cxltier::Runtime> open_two_tiers(size_t top) {
+  cxltier::RuntimeConfig cfg;
+  cfg.topology = "emulated";
+  cfg.geometry.layers = cfg.geometry.kv_heads = cfg.geometry.head_dim = cfg.geometry.bytes_per_element = 1;
+  cfg.geometry.k_and_v = false;
+  cfg.geometry.tokens_per_block = 1024;  // 1 KiB "blocks": only budgets see the size
+  const char *names[2] = {"hbm", "dram"};
+  const cxltier::TierKind kinds[2] = {cxltier::TierKind::hbm, cxltier::TierKind::dram};
+  for (int i = 0; i < 2; ++i) {
+    cxltier::TierConfig t;
+    t.name = names[i];
+    t.kind = kinds[i];
+    t.backend = "null";
+    t.budget_bytes = (i == 0 ? top : 4 * top) * 1024;
+    cfg.tiers.push_back(t);
+  }
+  cfg.synchronous = true;
+  cfg.store_capacity = 8 * top;  // states of dropped blocks are kept, then forgotten
+  return cxltier::Runtime::open(cfg);
+}
+
+// Candidate: both tiers full before timing starts; every admission demotes and drops.
+void BM_AdmitDemote(benchmark::State &state) {
+  pin();
+  const size_t top = static_cast<size_t>(state.range(0));
+  auto rt = open_two_tiers(top);
+  uint64_t next = 0;
+  for (size_t i = 0; i < 5 * top; ++i) rt->admit(cxltier::key_from_trace_id(next++));
+  const uint64_t demotions_before = rt->stats().demotions;
+  for (auto _ : state) {
+    cxltier::Block b = rt->admit(cxltier::key_from_trace_id(next++));
+    benchmark::DoNotOptimize(b);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  // Every timed admission must have demoted (else this measured something else).
+  if (rt->stats().demotions - demotions_before < static_cast<uint64_t>(state.iterations())) state.SkipWithError("an admission did not demote");
+}
+BENCHMARK(BM_AdmitDemote)->Arg(1 << 10)->Arg(1 << 16);
+
+// Baseline: the top tier half full; admit a new block into free room, then release it.
+void BM_AdmitIntoRoom(benchmark::State &state) {
+  pin();
+  const size_t top = static_cast<size_t>(state.range(0));
+  auto rt = open_two_tiers(top);
+  uint64_t next = 0;
+  for (size_t i = 0; i < top / 2; ++i) rt->admit(cxltier::key_from_trace_id(next++));
+  for (auto _ : state) {
+    const cxltier::Key k = cxltier::key_from_trace_id(next++);
+    cxltier::Block b = rt->admit(k);
+    benchmark::DoNotOptimize(b);
+    rt->release(k, true);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  if (rt->stats().demotions != 0) state.SkipWithError("the baseline demoted");
+}
+BENCHMARK(BM_AdmitIntoRoom)->Arg(1 << 10)->Arg(1 << 16);
+
+CXLT_BENCH_RATIO("admission with demotion (top full) vs into free room, 64K-block top tier", "BM_AdmitDemote/65536",
+                 "BM_AdmitIntoRoom/65536", 0);
+CXLT_BENCH_RATIO("admission with demotion (top full) vs into free room, 1K-block top tier", "BM_AdmitDemote/1024",
+                 "BM_AdmitIntoRoom/1024", 0);
+
+}  // namespace
