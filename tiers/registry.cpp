@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend registry: validates each built-in ops table once, fills optional ops with
 // NOT_SUPPORTED defaults, and explains backends this build lacks (memkind not configured, cuda
-// not written yet) instead of failing obscurely. Also the thread-local backend error message.
+// not built) instead of failing obscurely. Also the thread-local backend error message.
 #include "tier_ops.hpp"
 
 #include <cxltier/error.hpp>
@@ -44,6 +44,10 @@ const Registry &registry() {
         tier_emulated_ops(),
         tier_null_ops(),
         tier_faulty_ops(),
+#if CXLT_HAVE_CUDA_BUILD
+        tier_cuda_ops(),
+        tier_cuda_host_ops(),
+#endif
     };
     for (const cxlt_tier_ops *ops : raw) reg.tables.push_back(tier_ops_validate(*ops));
     return reg;
@@ -102,9 +106,10 @@ const cxlt_tier_ops *tier_ops_find(const std::string &name, std::string *why) {
     if (name == ops.name) return &ops;
   }
   std::string reason;
-  if (name == "cuda") {
-    reason = "tier backend 'cuda' is not available in this build yet: the CUDA GPU tier comes "
-             "with its own issue (tiers/cuda/); use 'emulated' to stand in for GPU memory";
+  if (name == "cuda" || name == "cuda-host") {
+    reason = "tier backend '" + name + "' is not in this build: meson did not build the CUDA tier "
+             "(option cuda disabled, or nvcc not found when it was configured; see docs/gpu.md); "
+             "use 'emulated' to stand in for GPU memory";
   } else if (name == "memkind") {
     reason = "tier backend 'memkind' is not in this build: libmemkind was not found when meson "
              "configured it (install libmemkind-dev and reconfigure with -Dmemkind=enabled). "

@@ -66,7 +66,9 @@ struct TierBackendParams {
                                      // MiB/s (0: off, copies run at host speed)
   std::string memkind_kind = "regular";  // memkind: regular, hbw, hbw_all, hbw_preferred,
                                          // dax_kmem, dax_kmem_all, dax_kmem_preferred
-  int cuda_device = -1;              // cuda: device ordinal
+  int cuda_device = -1;              // cuda: device ordinal (-1: 0); cuda-host: the GPU it pins for
+  uint32_t kv_segments = 0;          // cuda: 0 keeps blocks contiguous; N > 0 lays extents out per
+                                     // layer, N segments a block (tiers/cuda/kv_layout.hpp)
   std::string inner_backend = "emulated";  // faulty: the backend it wraps (same params)
   std::shared_ptr<FaultControl> faults;    // faulty: what to inject (nullptr: nothing)
 };
@@ -145,6 +147,10 @@ const cxlt_tier_ops *tier_null_ops() noexcept;
 const cxlt_tier_ops *tier_faulty_ops() noexcept;
 #if CXLT_HAVE_MEMKIND
 const cxlt_tier_ops *tier_memkind_ops() noexcept;
+#endif
+#if CXLT_HAVE_CUDA_BUILD
+const cxlt_tier_ops *tier_cuda_ops() noexcept;       // tiers/cuda/cuda_backend.cpp
+const cxlt_tier_ops *tier_cuda_host_ops() noexcept;  // tiers/cuda/cuda_host.cpp
 #endif
 
 }  // namespace cxltier

@@ -314,6 +314,30 @@ CXLT_API cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) CXL
 /** The same counters as a JSON object, NUL-terminated, into buf; *needed gets the size with the NUL. */
 CXLT_API cxlt_result_t cxlt_stats_json(cxlt_runtime_t *rt, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
 
+/* --- GPUs (CUDA) -------------------------------------------------------------------------- */
+/*
+ * The CUDA driver is loaded at run time (dlopen of libcuda.so.1), never linked: these functions
+ * exist in every build. They return CXLT_ERROR_NOT_SUPPORTED, with the reason in
+ * cxlt_last_error(), when the build has no CUDA tier, the driver cannot be loaded, or it
+ * reports no device. See docs/gpu.md.
+ */
+/** One CUDA device, as the driver reports it. */
+typedef struct cxlt_gpu_info_s {
+  int device;              /**< CUDA device ordinal (after CUDA_VISIBLE_DEVICES) */
+  char name[96];           /**< e.g. "NVIDIA H200" */
+  char pci_bus_id[32];     /**< e.g. "0000:3b:00.0" */
+  int numa_node;           /**< nearest host NUMA node, -1 if unknown */
+  uint64_t total_bytes;    /**< device memory, bytes */
+  int compute_major;       /**< compute capability */
+  int compute_minor;
+  int copy_engines;        /**< asynchronous copy engines (2 or more: both directions at once) */
+} cxlt_gpu_info_t;
+
+/** Number of CUDA devices. \return CXLT_ERROR_NOT_SUPPORTED (see above), CXLT_ERROR_INVALID_ARGUMENT for NULL. */
+CXLT_API cxlt_result_t cxlt_gpu_count(int *out) CXLT_NOEXCEPT;
+/** Describe device `device`. \return CXLT_ERROR_NOT_SUPPORTED, or CXLT_ERROR_INVALID_ARGUMENT (NULL, no such device). */
+CXLT_API cxlt_result_t cxlt_gpu_info(int device, cxlt_gpu_info_t *out) CXLT_NOEXCEPT;
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -39,6 +39,8 @@ struct TierDesc {
   std::optional<double> latency_ns;      // ns; lower is better
   std::vector<std::string> evidence;     // what the classification used, one fact per string
   bool emulated = false;                 // laid on host memory standing in for this kind
+  int cuda_device = -1;                  // gpu tiers found through the CUDA driver: the device
+                                         // ordinal (their memory is no NUMA node); -1 otherwise
 };
 
 enum class TopologySource { this_system, xml, emulated };
@@ -65,6 +67,12 @@ CXLT_API Topology discover_topology(std::string_view spec);
 CXLT_API Topology discover_this_system();
 CXLT_API Topology load_topology_xml(const std::string &path);
 CXLT_API Topology embedded_default_topology();
+
+// Put a tier of kind gpu in front of topo's tiers for each CUDA device the driver reports
+// (tiers/cuda, docs/gpu.md) and re-rank; discover_this_system() does this. Without a driver, or
+// in a build without the CUDA tier, the tiers are unchanged and topo.note says why. Returns
+// the number of tiers added.
+CXLT_API size_t append_gpu_tiers(Topology &topo);
 
 // The exact JSON of `cxltier topo --json` (see docs/topology.md), as text: the keys "source",
 // "hwloc_version", "origin", "note" and "tiers" (each with "rank", "kind", "numa_nodes",

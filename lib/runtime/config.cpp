@@ -170,7 +170,8 @@ std::optional<double> get_positive_or_unset(std::string_view v, const std::strin
 
 std::string opt_double_literal(const std::optional<double> &v) { return v ? fmt_double(*v) : std::string(); }
 
-const char *const kBackends[] = {"auto", "numa", "memkind", "emulated", "null", "faulty"};
+const char *const kBackends[] = {"auto", "numa", "memkind", "emulated", "null", "faulty", "cuda"};
+const char *const kLayouts[] = {"contiguous", "per-layer"};  // cuda backend (docs/gpu.md)
 const char *const kMemkindKinds[] = {"regular", "hbw", "hbw_all", "hbw_preferred",
                                      "dax_kmem", "dax_kmem_all", "dax_kmem_preferred"};
 
@@ -499,7 +500,7 @@ const Field kTierFields[] = {
        std::string s = fmt_size(t->budget_bytes);
        return (s.back() >= '0' && s.back() <= '9') ? s : toml_quote(s);
      }},
-    {"backend", Type::text, false, "auto, numa, memkind, emulated, null, faulty",
+    {"backend", Type::text, false, "auto, numa, memkind, emulated, null, faulty, cuda",
      CXLT_SET { (void)c; t->backend = pick(v, kBackends, what, "backend"); },
      CXLT_GET { (void)c; return toml_quote(t->backend); }},
     {"memkind_kind", Type::text, false, "memkind backend: regular, hbw, dax_kmem, ...",
@@ -508,6 +509,9 @@ const Field kTierFields[] = {
     {"pace_mib_s", Type::number, false, "MiB/s; emulated copies into the tier; 0: off",
      CXLT_SET { (void)c; t->pace_mib_s = get_nonnegative(v, what); },
      CXLT_GET { (void)c; return fmt_double(t->pace_mib_s); }},
+    {"layout", Type::text, false, "cuda backend: contiguous, per-layer (K and V of each layer apart)",
+     CXLT_SET { (void)c; t->layout = pick(v, kLayouts, what, "layout"); },
+     CXLT_GET { (void)c; return toml_quote(t->layout); }},
     {"bandwidth_mib_s", Type::number, false, "MiB/s, higher is better; not set: discovered",
      CXLT_SET { (void)c; t->bandwidth_mib_s = get_positive_or_unset(v, what); },
      CXLT_GET { (void)c; return opt_double_literal(t->bandwidth_mib_s); }},
@@ -578,7 +582,7 @@ Resolved resolve_key(std::string_view key) {
       const Field *f = find_tier_field(fname);
       if (f == nullptr)
         fail(CXLT_ERROR_CONFIG, "unknown key '", key, "'", did_you_mean(fname, tier_field_names()),
-             " (tier keys: name, kind, numa_nodes, budget, backend, memkind_kind, pace_mib_s, bandwidth_mib_s, latency_ns)");
+             " (tier keys: name, kind, numa_nodes, budget, backend, memkind_kind, pace_mib_s, layout, bandwidth_mib_s, latency_ns)");
       if (n >= kMaxTiers)
         fail(CXLT_ERROR_CONFIG, "key '", key, "': tier index ", n, " is out of range (at most ", kMaxTiers,
              " tiers: tiers.0 to tiers.", kMaxTiers - 1, ")");
@@ -783,7 +787,7 @@ void load_text(RuntimeConfig &self, const std::string &text, const std::string &
 const char *const kNonConfigVars[] = {"CXLT_TOOL", "CXLT_TEST_DATA", "CXLT_TRACE_DATA", "CXLT_SOURCE_ROOT",
                                       "CXLT_BUILD_ROOT", "CXLT_BUILD", "CXLT_ROOT", "CXLT_UPDATE_GOLDEN",
                                       "CXLT_CHECK_ALWAYS", "CXLT_PACKAGES", "CXLT_DEBUG_LEVEL"};
-const char *const kNonConfigPrefixes[] = {"CXLT_QEMU_", "CXLT_BENCH_", "CXLT_TEST_"};
+const char *const kNonConfigPrefixes[] = {"CXLT_QEMU_", "CXLT_BENCH_", "CXLT_TEST_", "CXLT_CUDA_", "CXLT_TORCH_"};
 
 bool is_non_config_var(const std::string &up) {
   for (const char *n : kNonConfigVars)
@@ -1084,7 +1088,7 @@ void RuntimeConfig::validate() const {
     if (t.budget_bytes != 0 && t.budget_bytes < block)
       bad(p + "budget", p, "budget = ", fmt_size(t.budget_bytes), " is smaller than one block (", format_bytes(block), ")");
     if (std::find(std::begin(kBackends), std::end(kBackends), t.backend) == std::end(kBackends))
-      bad(p + "backend", p, "backend = '", t.backend, "' is not a known backend (known: auto, numa, memkind, emulated, null, faulty)");
+      bad(p + "backend", p, "backend = '", t.backend, "' is not a known backend (known: auto, numa, memkind, emulated, null, faulty, cuda)");
     if (t.backend != "auto") {
       std::string why;
       if (tier_ops_find(t.backend, &why) == nullptr) bad(p + "backend", p, "backend = '", t.backend, "': ", why);

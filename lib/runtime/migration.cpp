@@ -159,6 +159,19 @@ void Runtime::Impl::worker_loop() {
   }
 }
 
+// A slot in `tier` for a move the runtime decided on by itself (the background mover, a
+// synchronous promotion). A full tier is normal; any other failure (the backend could not supply
+// an extent) has no caller to reach, so it is counted in migration_failures and kept as the last
+// move error: an injected or real allocation failure is never silent.
+cxlt_result_t Runtime::Impl::allocate_for_move(int tier, SlotId *out) {
+  const cxlt_result_t r = tiers[tier].pool->allocate(out);
+  if (r != CXLT_OK && r != CXLT_ERROR_OUT_OF_TIER_MEMORY) {
+    ++failures;
+    last_move_error = "tier '" + tiers[tier].name + "' could not supply memory for a move: " + backend_last_error();
+  }
+  return r;
+}
+
 // Would `id` (in tier t > 0) stay out of the next-victim spot of tier t-1? The promotion rule
 // asks this; *upper_victim gets that tier's victim (kNoNode if it has none to offer).
 bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
@@ -194,7 +207,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   if (!promote_candidate(id, &v)) return;
   std::string err;
   SlotId d = kInvalidSlot;
-  if (tiers[up].pool->allocate(&d) == CXLT_OK) {
+  if (allocate_for_move(up, &d) == CXLT_OK) {
     move_now(lk, id, up, d, &err);
     return;
   }
@@ -223,8 +236,8 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   bool ok = false;
   try {
     SlotId dv = kInvalidSlot;
-    if (tiers[t].pool->allocate(&dv) != CXLT_OK && make_room(lk, t, kNoNode, 0)) {
-      if (tiers[t].pool->allocate(&dv) != CXLT_OK) dv = kInvalidSlot;
+    if (allocate_for_move(t, &dv) == CXLT_ERROR_OUT_OF_TIER_MEMORY && make_room(lk, t, kNoNode, 0)) {
+      if (allocate_for_move(t, &dv) != CXLT_OK) dv = kInvalidSlot;
     }
     const StoreEntry &ve = (*store)[v];
     if (dv != kInvalidSlot) {
@@ -241,7 +254,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   --(*store)[id].pins;
   const StoreEntry &after = (*store)[id];
   if (ok && after.tier == t && after.pins == 0 && !(after.flags & kFlagMoving) &&
-      tiers[up].pool->allocate(&d) == CXLT_OK)
+      allocate_for_move(up, &d) == CXLT_OK)
     move_now(lk, id, up, d, &err);
 }
 
@@ -261,12 +274,13 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     if (!promote_candidate(id, &v)) continue;
     const int t = e.tier, up = t - 1;
     SlotId d = kInvalidSlot;
-    if (tiers[up].pool->allocate(&d) == CXLT_OK) {
+    const cxlt_result_t r = allocate_for_move(up, &d);
+    if (r == CXLT_OK) {
       schedule_move(id, up, d);
-    } else if (v != kNoNode) {
+    } else if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY && v != kNoNode) {
       // Make room above by sending its victim down into this tier, then try again next pass.
       SlotId dv = kInvalidSlot;
-      if (tiers[t].pool->allocate(&dv) == CXLT_OK) {
+      if (allocate_for_move(t, &dv) == CXLT_OK) {
         schedule_move(v, t, dv);
         e.flags |= kFlagPromoteQueued;
         retry.push_back(id);
@@ -289,7 +303,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
         policy_drop(lk, v, /*wait=*/false);  // written out by the remote tier's threads, if on
       } else {
         SlotId d = kInvalidSlot;
-        if (tiers[t + 1].pool->allocate(&d) != CXLT_OK) break;
+        if (allocate_for_move(t + 1, &d) != CXLT_OK) break;
         schedule_move(v, t + 1, d);
       }
       ++moved;

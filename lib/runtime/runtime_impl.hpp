@@ -133,6 +133,7 @@ struct Runtime::Impl {
   MoveJob begin_move(NodeId id, int dst, SlotId dst_slot);
   cxlt_result_t copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err);
   void finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled = false);
+  cxlt_result_t allocate_for_move(int tier, SlotId *out);
   bool promote_candidate(NodeId id, NodeId *upper_victim);
   void promote_sync(std::unique_lock<std::mutex> &lk, NodeId id);
   void worker_loop();

@@ -65,6 +65,9 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   std::vector<TierConfig> wanted = cfg.tiers;
   if (wanted.empty()) {
     for (const TierDesc &t : m->topo.tiers) {
+      // GPU tiers are opt-in (kind = "gpu"): their blocks are device pointers the engine must
+      // copy with CUDA, and their memory is the engine's to share out (docs/gpu.md).
+      if (t.cuda_device >= 0) continue;
       TierConfig tc;
       tc.kind = t.kind;
       tc.name = tier_kind_name(t.kind);
@@ -76,6 +79,14 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     if (wanted.size() > CXLT_MAX_TIERS) wanted.resize(CXLT_MAX_TIERS);
   }
   const bool system_topology = m->topo.source == TopologySource::this_system;
+  // With a cuda tier, host tiers exchange blocks with that GPU: they are opened through the
+  // cuda-host decorator, which pins their extents for DMA in chunks (tiers/cuda/cuda_host.cpp).
+  int pin_for_gpu = -1;
+  for (size_t i = 0; i < wanted.size() && pin_for_gpu < 0; ++i) {
+    const TierDesc *d = match_tier(m->topo, wanted[i], i);
+    if (wanted[i].backend == "cuda" || (wanted[i].backend == "auto" && d && d->cuda_device >= 0))
+      pin_for_gpu = d && d->cuda_device >= 0 ? d->cuda_device : 0;
+  }
   size_t null_tiers = 0;
   for (size_t i = 0; i < wanted.size(); ++i) {
     const TierConfig &tc = wanted[i];
@@ -84,10 +95,12 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     t.kind = tc.kind ? *tc.kind : (desc ? desc->kind : TierKind::unknown);
     t.name = !tc.name.empty() ? tc.name : tier_kind_name(t.kind);
     t.nodes = !tc.numa_nodes.empty() ? tc.numa_nodes : (desc ? desc->numa_nodes : std::vector<unsigned>{});
-    t.emulated = !system_topology || (desc && desc->emulated);
+    t.emulated = (!system_topology && !(desc && desc->cuda_device >= 0)) || (desc && desc->emulated);  // GPUs are real
     t.bandwidth_mib_s = tc.bandwidth_mib_s.value_or(desc && desc->bandwidth_mib_s ? *desc->bandwidth_mib_s : 0.0);
     t.latency_ns = tc.latency_ns.value_or(desc && desc->latency_ns ? *desc->latency_ns : 0.0);
-    t.backend_name = tc.backend == "auto" ? (t.emulated ? "emulated" : "numa") : tc.backend;
+    t.backend_name = tc.backend == "auto"
+                         ? (desc && desc->cuda_device >= 0 ? "cuda" : t.emulated ? "emulated" : "numa")
+                         : tc.backend;
     if (t.backend_name == "null") ++null_tiers;
     uint64_t budget = tc.budget_bytes;
     if (budget == 0) {
@@ -109,9 +122,22 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     p.verify_placement = cfg.verify_placement;
     p.pace_mib_s = tc.pace_mib_s;
     p.memkind_kind = tc.memkind_kind;
+    p.cuda_device = desc && desc->cuda_device >= 0 ? desc->cuda_device : 0;
+    if (tc.layout == "per-layer") {  // K and V of each layer apart, as engines keep them (docs/gpu.md)
+      if (t.backend_name != "cuda")
+        fail(CXLT_ERROR_CONFIG, "tiers.", i, ".layout = per-layer: only the cuda backend lays blocks out per layer (tier '",
+             t.name, "' uses ", t.backend_name, ")");
+      p.kv_segments = cfg.geometry.layers * (cfg.geometry.k_and_v ? 2u : 1u);
+    }
+    std::string open_as = t.backend_name;
+    if (pin_for_gpu >= 0 && (open_as == "numa" || open_as == "memkind" || (open_as == "emulated" && tc.pace_mib_s <= 0))) {
+      p.inner_backend = open_as;  // pinned for DMA with the runtime's GPU (a paced emulated tier keeps its pacing)
+      p.cuda_device = pin_for_gpu;
+      open_as = "cuda-host";
+    }
     if (t.backend_name == "faulty") p.faults = std::make_shared<FaultControl>();
     try {
-      t.backend = std::make_unique<TierBackend>(t.backend_name, p);
+      t.backend = std::make_unique<TierBackend>(open_as, p);
     } catch (const Error &e) {
       fail(e.code() == CXLT_ERROR_NOT_SUPPORTED ? CXLT_ERROR_CONFIG : e.code(), "tiers.", i, " ('", t.name,
            "'): ", e.what());
@@ -121,7 +147,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
       fail(CXLT_ERROR_CONFIG, "tiers.", i, ".budget = ", format_bytes(budget), " exceeds the capacity of tier '", t.name,
            "' (", format_bytes(cap.total_bytes), ", backend ", t.backend_name, ")");
     t.no_bytes = t.backend_name == "null";
-    t.host = !t.no_bytes;
+    t.host = !t.no_bytes && t.backend_name != "cuda";  // device memory: only the cuda backend copies it
     BlockPoolConfig pc;
     pc.name = t.name;
     pc.block_bytes = m->block_bytes;
@@ -139,6 +165,11 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     m->tiers.push_back(std::move(t));
   }
   if (m->tiers.empty()) fail(CXLT_ERROR_CONFIG, "tiers: no tier to run on");
+  if (cfg.verify_copies)
+    for (const TierRt &t : m->tiers)
+      if (!t.host && !t.no_bytes)
+        fail(CXLT_ERROR_CONFIG, "runtime.verify_copies = true hashes blocks on the CPU, but tier '", t.name,
+             "' is device memory (backend ", t.backend_name, ")");
   if (null_tiers != 0 && null_tiers != m->tiers.size())
     fail(CXLT_ERROR_CONFIG, "tiers: the null backend holds no bytes, so it cannot share a runtime with tiers that do");
   for (size_t i = 0; i < m->tiers.size(); ++i)

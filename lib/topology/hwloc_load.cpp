@@ -121,6 +121,11 @@ HwlocTopology load_xml_file(const std::string &path) {
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": is a directory, not an hwloc XML file");
+  // A pipe would block the read below until a writer comes (forever, from a shell typo), and
+  // hwloc opens the file again by name, so a pipe or a device could not be read twice anyway.
+  if (!S_ISREG(st.st_mode))
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name,
+         ": not a regular file (a pipe or a device; write the XML to a file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": cannot be read: ", std::strerror(errno));
   std::string head(4096, '\0');

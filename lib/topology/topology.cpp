@@ -5,6 +5,7 @@
 #include <cxltier/topology.hpp>
 #include <cxltier/units.hpp>
 
+#include "cuda/gpu.hpp"
 #include "topology/classify.hpp"
 #include "topology/hwloc_load.hpp"
 
@@ -78,7 +79,11 @@ std::string fmt_fixed(double v, int decimals) {
 
 Topology discover_this_system() {
   topo::HwlocTopology h = topo::load_live();
-  return topo::classify_topology(h.get(), TopologySource::this_system, "this machine");
+  Topology t = topo::classify_topology(h.get(), TopologySource::this_system, "this machine");
+  // CUDA devices' memory is no NUMA node: tiers/cuda adds a gpu tier per device, or says in
+  // the note why there is none (no driver, a build without the CUDA tier).
+  append_gpu_tiers(t);
+  return t;
 }
 
 Topology load_topology_xml(const std::string &path) {
@@ -103,10 +108,14 @@ Topology discover_topology(std::string_view spec) {
   if (!spec.empty() && spec != "auto") return load_topology_xml(std::string(spec));
 
   Topology live = discover_this_system();
+  // CUDA GPU tiers (tiers/cuda) do not count: a runtime takes them only when configured
+  // (docs/gpu.md), and they stay in front of whichever host tiers are chosen.
+  const size_t host_tiers = static_cast<size_t>(
+      std::count_if(live.tiers.begin(), live.tiers.end(), [](const TierDesc &t) { return t.cuda_device < 0; }));
   std::ostringstream why;
   why << "auto: this machine has " << live.numa_node_count << " NUMA node" << (live.numa_node_count == 1 ? "" : "s")
-      << " forming " << live.tiers.size() << " tier" << (live.tiers.size() == 1 ? "" : "s");
-  if (live.tiers.size() >= 2) {
+      << " forming " << host_tiers << " tier" << (host_tiers == 1 ? "" : "s");
+  if (host_tiers >= 2) {
     live.note = why.str() + ", so its own tiers are used." + (live.note.empty() ? "" : " " + live.note);
     return live;
   }
@@ -120,11 +129,12 @@ Topology discover_topology(std::string_view spec) {
   std::sort(host.begin(), host.end());
   uint64_t host_bytes = 0;
   for (const TierDesc &t : live.tiers)  // host is a union of whole tiers
-    if (std::all_of(t.numa_nodes.begin(), t.numa_nodes.end(),
+    if (t.cuda_device < 0 && std::all_of(t.numa_nodes.begin(), t.numa_nodes.end(),
                     [&](unsigned n) { return std::binary_search(host.begin(), host.end(), n); }))
       host_bytes += t.capacity_bytes;
   Topology emu = topo::embedded_default_on(host, host_bytes);
   emu.note = why.str() + ", fewer than the 2 a tiered cache needs, so the embedded default topology is used. " + emu.note;
+  add_gpu_tiers(emu, gpu_discovery());  // real GPUs in front of the emulated host tiers, or why there are none
   return emu;
 }
 

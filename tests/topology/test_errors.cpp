@@ -7,6 +7,7 @@
 
 #include <cxltier/error.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace cxltier;
@@ -41,6 +42,11 @@ fs::path make_case(const TempDir &dir, const std::string &label) {
     return dir.write("broken.xml", full);
   }
   if (label == "xml_v3") return topology_data_dir() / "64intel64-heteromem.xml";
+  if (label == "fifo") {  // must be refused at once, not block waiting for a writer
+    fs::path p = dir.path() / "a-pipe.xml";
+    if (mkfifo(p.c_str(), 0600) != 0) throw std::runtime_error("mkfifo failed");
+    return p;
+  }
   throw std::logic_error("unknown case " + label);
 }
 
@@ -54,6 +60,7 @@ const BadCase kCases[] = {
     {"truncated", "malformed or truncated"},
     {"broken_tags", "malformed or truncated"},
     {"xml_v3", "format version 3.0"},
+    {"fifo", "not a regular file"},
 };
 
 }  // namespace
