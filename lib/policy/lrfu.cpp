@@ -115,10 +115,10 @@ const std::vector<ParameterInfo> &parameter_table() {
       {"runtime.low_watermark", "0.90", "fraction of budget", "uncalibrated",
        "Background demotion stops when a tier is back under this fraction."},
       {"runtime.promotion", "score-above-victim", "-", "design choice",
-       "When an accessed block outside the fastest tier moves up: when its priority is lower than the victim's "
+       "When an accessed block outside the fastest tier moves up: when its score is above that of the next victim "
        "of the tier above (or 'never', or 'always')."},
       {"runtime.migration_threads", "2", "threads", "uncalibrated", "Worker threads that copy blocks between tiers."},
-      {"runtime.migration_batch", "8", "blocks", "uncalibrated", "Blocks one migration job moves at most."},
+      {"runtime.migration_batch", "8", "blocks", "uncalibrated", "Blocks one background pass demotes per tier at most."},
   };
   return table;
 }

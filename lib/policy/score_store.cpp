@@ -435,8 +435,12 @@ LoadedCheckpoint ScoreStore::load(const std::string &path) {
   }
   ::close(fd);
   remove_stale_temps(path);
+  if (got != buf.size()) fail(CXLT_ERROR_CORRUPT, "score store ", path, ": short read");
+  return parse_checkpoint(buf, path);
+}
+
+LoadedCheckpoint ScoreStore::parse_checkpoint(std::string_view buf, const std::string &path) {
   auto corrupt = [&](const std::string &why) -> void { fail(CXLT_ERROR_CORRUPT, "score store ", path, ": ", why); };
-  if (got != buf.size()) corrupt("short read");
   if (buf.size() < 8 || std::memcmp(buf.data(), kMagic, 8) != 0) corrupt("not a cxltier score store (bad magic)");
   if (buf.size() < kHeader) corrupt("truncated header");
   uint32_t version = get<uint32_t>(buf.data() + 8);

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cxltier {
@@ -102,6 +103,9 @@ public:
   static void write_checkpoint(const std::string &path, const CheckpointMeta &meta,
                                const std::vector<std::pair<Key, PolicyState>> &states);
   static LoadedCheckpoint load(const std::string &path);
+  // The checks and decoding of load() on bytes already read (`path` names them in errors);
+  // load() is open + read + this. Throws CXLT_ERROR_CORRUPT as load() does.
+  static LoadedCheckpoint parse_checkpoint(std::string_view bytes, const std::string &path);
   // Replace the whole content by a loaded checkpoint (all states non-resident). Throws (and
   // changes nothing) if the checkpoint holds more states than a bounded store's capacity.
   void replace_with(const LoadedCheckpoint &cp);

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <limits>
 
 // The same steps on every machine: no contraction of a*b+c into one fused multiply-add, which
@@ -349,15 +351,29 @@ uint32_t SyntheticWorkload::active() const noexcept { return static_cast<uint32_
 namespace {
 
 // A plain or gzip output file that throws Error(CXLT_ERROR_IO) naming it on any failure.
+// Created owner-only (0600, whatever the umask: a trace holds the prefix hashes of users'
+// prompts) and never through a symbolic link planted at the path (O_NOFOLLOW).
 class Output {
 public:
   Output(const std::string &path, bool gz) : path_(path), gz_(gz) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == ELOOP) fail(CXLT_ERROR_IO, "cannot create ", path, ": it is a symbolic link; refusing to write through it");
+      fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(errno));
+    }
     if (gz_) {
-      gz_file_ = gzopen(path.c_str(), "wb6");
-      if (!gz_file_) fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(errno ? errno : ENOMEM));
+      gz_file_ = gzdopen(fd, "wb6");
+      if (!gz_file_) {
+        ::close(fd);
+        fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(errno ? errno : ENOMEM));
+      }
     } else {
-      file_ = std::fopen(path.c_str(), "wb");
-      if (!file_) fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(errno));
+      file_ = ::fdopen(fd, "wb");
+      if (!file_) {
+        int err = errno;
+        ::close(fd);
+        fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(err));
+      }
     }
   }
   ~Output() {

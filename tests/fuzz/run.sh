@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs the libFuzzer targets for a bounded time each (the CI's fuzz stage; docs/reliability.md).
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]      (default: every target)
+# BUILD_DIR is a clang build configured with -Dfuzz=true (see docs/reliability.md). Two targets
+# run at a time (one per core). Each starts from its seed corpora (tests/data, examples/,
+# tests/fuzz/seeds/<target>) and its regression inputs, and keeps what it finds in
+# tests/fuzz/corpus-work/<target>/ (ignored by git; kept between runs on one machine). A crash
+# leaves its input as tests/fuzz/corpus-work/artifacts/<target>-crash-*: after the fix, commit
+# it under tests/fuzz/regressions/<target>/ so that the normal suite replays it.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$1"
+seconds="$2"
+shift 2
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(trace_reader config units score_store topology)
+work="$root/tests/fuzz/corpus-work"
+mkdir -p "$work/artifacts" "$work/logs"
+
+# target -> seed directories and the longest input worth mutating (bytes)
+seeds_of() {
+  case "$1" in
+    trace_reader) echo "$root/tests/data/traces" ;;
+    config) echo "$root/tests/fuzz/seeds/config $root/examples" ;;
+    units) echo "$root/tests/fuzz/seeds/units" ;;
+    score_store) echo "$root/tests/fuzz/seeds/score_store" ;;
+    topology) echo "$root/tests/data/topologies" ;;
+    *) echo "unknown target $1" >&2; return 1 ;;
+  esac
+}
+max_len_of() {
+  case "$1" in
+    units) echo 256 ;;
+    config) echo 4096 ;;
+    score_store) echo 16384 ;;
+    *) echo 65536 ;;
+  esac
+}
+
+run_one() {
+  local t="$1" exe="$build/tests/fuzz/fuzz_$1" dirs=()
+  [ -x "$exe" ] || { echo "fuzz: $exe is missing (configure $build with -Dfuzz=true and build it)" >&2; return 1; }
+  mkdir -p "$work/$t"
+  read -r -a dirs <<<"$(seeds_of "$t")"
+  [ -d "$root/tests/fuzz/regressions/$t" ] && dirs+=("$root/tests/fuzz/regressions/$t")
+  # -rss_limit_mb: a parser must not need more than this for one input (libFuzzer's default is
+  # 2048); -timeout: one input may take at most 10 s (a hang is a finding too).
+  local rc=0
+  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
+    "$exe" -max_total_time="$seconds" -max_len="$(max_len_of "$t")" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$work/artifacts/$t-" \
+      "$work/$t" "${dirs[@]}" >"$work/logs/$t.log" 2>&1 || rc=$?
+  local execs cov corp
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/logs/$t.log" | tail -1)
+  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$work/logs/$t.log" | tail -1 || true)
+  corp=$(ls "$work/$t" | wc -l)
+  if [ "$rc" -ne 0 ]; then
+    echo "fuzz $t: FAILED (exit $rc) after ${execs:-?} inputs; log: $work/logs/$t.log" >&2
+    grep -E "ERROR|SUMMARY|fuzz property|Test unit written" "$work/logs/$t.log" | head -20 >&2 || true
+    return 1
+  fi
+  printf 'fuzz %-12s %4ss  %10s inputs  %-22s corpus %s files\n' "$t" "$seconds" "${execs:-?}" "${cov:-}" "$corp"
+}
+
+# Two at a time: one per core.
+failed=0
+pids=()
+names=()
+for t in "${targets[@]}"; do
+  run_one "$t" &
+  pids+=($!)
+  names+=("$t")
+  if [ ${#pids[@]} -ge 2 ]; then
+    wait "${pids[0]}" || failed=1
+    pids=("${pids[@]:1}")
+    names=("${names[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+exit $failed
