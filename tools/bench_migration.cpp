@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The measurements behind `cxltier bench` (see bench_migration.hpp and bench/README.md): one
 // runtime opened on the configured tiers with budgets sized for the benchmark's blocks; libc
-// memcpy between those blocks' own memory on one and on N pinned threads; move_pages on
+// memcpy between those blocks' own memory on one and on N threads (pinned with --pin); move_pages on
 // buffers of the same size between two NUMA nodes; then the runtime's migration over every
 // ordered tier pair, batched (queued moves, the migration threads copy) for the rate and one
 // block at a time (move with wait) for the per-block latency.
@@ -67,15 +67,16 @@ void pin_to(int cpu) {
   sched_setaffinity(0, sizeof set, &set);
 }
 
-// Worker threads pinned one per CPU (round robin over the allowed CPUs), created once so that
+// Worker threads, pinned one per CPU (round robin over the allowed CPUs) when asked, else left
+// to the scheduler like the runtime's migration threads; created once so that
 // no measured pass pays for thread creation. run() hands the same function to the first k of
 // them and returns when all k are done; each records its own start and end, so a pass's time
 // is from the first start to the last end, without the wake-up of the caller.
 class Crew {
 public:
-  Crew(unsigned n, const std::vector<int> &cpus) {
+  Crew(unsigned n, const std::vector<int> &cpus, bool pin) {
     for (unsigned i = 0; i < n; ++i) {
-      int cpu = cpus[i % cpus.size()];
+      int cpu = pin ? cpus[i % cpus.size()] : -1;
       threads_.emplace_back([this, i, cpu] { loop(i, cpu); });
     }
   }
@@ -104,7 +105,7 @@ public:
 
 private:
   void loop(unsigned index, int cpu) {
-    pin_to(cpu);
+    if (cpu >= 0) pin_to(cpu);
     uint64_t seen = 0;
     std::unique_lock lk(mu_);
     while (true) {
@@ -569,7 +570,8 @@ BenchResult run_bench(const BenchParams &p) {
     dst_ptr[i] = b.data;
   }
 
-  Crew crew(threads, res.cpus);
+  res.pinned = p.pin;
+  Crew crew(threads, res.cpus, p.pin);
   std::vector<ThreadSpan> spans(threads);
   const double pass_bytes = static_cast<double>(block) * n;
 

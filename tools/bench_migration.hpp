@@ -23,6 +23,11 @@ struct BenchParams {
   unsigned threads = 0;         // memcpy, move_pages and migration threads; 0: CPUs this process may use
   unsigned runs = 5;            // measured runs, after `warmup` unmeasured ones
   unsigned warmup = 1;
+  // Pin the memcpy and move_pages threads one per allowed CPU. Off by default: the runtime's
+  // migration threads are not pinned, and on a shared, loaded machine a pinned baseline waits
+  // for its one CPU while the candidate's threads go where the scheduler finds room, which
+  // made the ratio to memcpy read 3-5x (bench/README.md). On a quiet machine, --pin is fair too.
+  bool pin = false;
   std::function<void(const std::string &)> progress;  // one status line at a time, or empty
 };
 
@@ -58,7 +63,8 @@ struct BenchResult {
   uint64_t block_bytes = 0;
   uint32_t blocks = 0, batch = 0;
   unsigned threads = 0, runs = 0, warmup = 0;
-  std::vector<int> cpus;  // CPUs the bench threads are pinned to, in order
+  std::vector<int> cpus;  // CPUs this process may use; the bench threads are pinned to them when `pinned`
+  bool pinned = false;
   Topology topology;
   std::vector<TierInfo> tiers;
   bool verify_copies = false;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cxltier bench`: migration bandwidth against this machine's own limits, measured in one run
-// on the same blocks: libc memcpy (one thread, then N pinned threads), the kernel's move_pages
+// on the same blocks: libc memcpy (one thread, then N threads, pinned with --pin), the kernel's move_pages
 // between two NUMA nodes, and the runtime's migration for every ordered tier pair. A table,
 // JSON (--json; schema in bench/README.md), CSV rows (--csv) and a gnuplot plot (--plot);
 // sweeps of block size, batch and threads. Measuring code: bench_migration.cpp.
@@ -52,12 +52,15 @@ struct BenchOptions {
   unsigned warmup = 1;
   bool json = false;
   bool quiet = false;
+  bool pin = false;
   std::string csv;
   std::string plot;
 };
 
 struct Point {
   uint64_t block_bytes = 0;
+  // As asked (0: the default), not as resolved: the default batch is every block, so it
+  // differs between block sizes, and the plot groups points by what was asked.
   uint32_t batch = 0;
   unsigned threads = 0;
   bench::BenchResult r;
@@ -218,6 +221,7 @@ ordered_json point_json(const Point &pt) {
   params["batch"] = r.batch;
   params["threads"] = r.threads;
   params["cpus"] = r.cpus;
+  params["pinned"] = r.pinned;
   params["runs"] = r.runs;
   params["warmup_runs"] = r.warmup;
   params["copy_kernel"] = r.copy_kernel;
@@ -271,10 +275,11 @@ void print_point(const Point &pt) {
   for (int c : r.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
   std::printf("\ncxltier bench: %s topology (%s): %s\n", topology_source_name(r.topology.source), r.topology.origin.c_str(),
               tiers.c_str());
-  std::printf("%u blocks of %s (%s a pass), batch %u, %u thread%s pinned to CPUs %s; median of %u runs after %u warm-up; "
+  std::printf("%u blocks of %s (%s a pass), batch %u, %u thread%s %s CPUs %s; median of %u runs after %u warm-up; "
               "load average %.1f before, %.1f after\n",
               r.blocks, format_bytes(r.block_bytes).c_str(), format_bytes(r.block_bytes * r.blocks).c_str(), r.batch,
-              r.threads, r.threads == 1 ? "" : "s", cpus.c_str(), r.runs, r.warmup, r.load_before, r.load_after);
+              r.threads, r.threads == 1 ? "" : "s", r.pinned ? "pinned to" : "(not pinned) on", cpus.c_str(), r.runs,
+              r.warmup, r.load_before, r.load_after);
   std::printf("\n%-34s %-12s %8s %8s %8s %8s %10s %10s %10s %8s\n", "", "", "GB/s", "", "", "", "", "latency us", "", "");
   std::printf("%-34s %-12s %8s %8s %8s %8s %10s %10s %10s %8s\n", "what", "method", "median", "min", "max", "spread",
               "blocks/s", "median", "p99", "/memcpy");
@@ -433,6 +438,7 @@ int run(const BenchOptions &o) {
         p.threads = static_cast<unsigned>(t);
         p.runs = o.runs;
         p.warmup = o.warmup;
+        p.pin = o.pin;
         std::string where = total > 1 ? "point " + std::to_string(points.size() + 1) + "/" + std::to_string(total) + ": " : "";
         // On a terminal the line is rewritten in place; elsewhere (a log) one line per run.
         if (!o.quiet)
@@ -447,8 +453,8 @@ int run(const BenchOptions &o) {
         Point pt;
         pt.r = bench::run_bench(p);
         pt.block_bytes = pt.r.block_bytes;
-        pt.batch = pt.r.batch;
-        pt.threads = pt.r.threads;
+        pt.batch = static_cast<uint32_t>(b);
+        pt.threads = static_cast<unsigned>(t);
         points.push_back(std::move(pt));
       }
   if (!o.quiet && tty) std::fprintf(stderr, "\r\033[K");
@@ -505,6 +511,9 @@ static cxltier::cli::Registrar reg(40, [](CLI::App &app) {
   sub->add_flag("--json", o->json, "Print JSON (schema in bench/README.md)");
   sub->add_option("--csv", o->csv, "also write one CSV row per measured thing and point to FILE");
   sub->add_option("--plot", o->plot, "also draw GB/s against block size with gnuplot to FILE (.png or .svg)");
+  sub->add_flag("--pin", o->pin,
+                "Pin the memcpy and move_pages threads one per CPU (default: not pinned, like the runtime's migration "
+                "threads; pinning only the baseline is unfair on a loaded machine)");
   sub->add_flag("--quiet", o->quiet, "No progress line on stderr");
   return [o]() { return run(*o); };
 });

@@ -74,6 +74,8 @@ TEST(BenchCli, JsonHasEveryKeyAndEveryOrderedPair) {
   EXPECT_EQ(j["parameters"]["block_bytes"].get<uint64_t>(), 65536u);
   EXPECT_EQ(j["parameters"]["blocks"].get<uint64_t>(), 4u);
   EXPECT_GE(j["parameters"]["runs"].get<unsigned>(), 5u);
+  // The baseline's threads are scheduled like the runtime's migration threads unless --pin.
+  EXPECT_FALSE(j["parameters"]["pinned"].get<bool>());
 
   // Every ordered pair of the embedded default's tiers, once each.
   const cxltier::Topology topo = cxltier::embedded_default_topology();
@@ -159,6 +161,10 @@ TEST(BenchCli, SweepCsvAndPlot) {
     ASSERT_EQ(stat(plot.c_str(), &st), 0) << "no plot written";
     EXPECT_GT(st.st_size, 1000);
     EXPECT_NE(slurp(plot).find("<svg"), std::string::npos);
+    // Both block sizes are points of the plotted lines (x in KiB).
+    const std::string dat = slurp(plot + ".dat");
+    EXPECT_NE(dat.find("\n64 "), std::string::npos) << dat;
+    EXPECT_NE(dat.find("\n128 "), std::string::npos) << dat;
     std::remove((plot + ".dat").c_str());
     std::remove((plot + ".gp").c_str());
   }
