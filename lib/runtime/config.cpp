@@ -22,6 +22,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>  // environ (declared with _GNU_SOURCE)
 
 namespace cxltier {
@@ -864,8 +866,21 @@ uint64_t default_tier_budget(const TierDesc &tier, bool emulated) {
 // --- RuntimeConfig --------------------------------------------------------------------------
 
 void RuntimeConfig::load_toml_file(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) fail(CXLT_ERROR_IO, "cannot open config file '", path, "': ", std::strerror(errno));
+  // O_NONBLOCK and a regular-file check: a FIFO (or a device) given as the config file is
+  // refused at once instead of blocking forever waiting for a writer (docs/review.md, 18).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail(CXLT_ERROR_IO, "cannot open config file '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::fcntl(fd, F_SETFL, 0) != 0) {
+    ::close(fd);
+    fail(CXLT_ERROR_IO, "cannot read config file '", path, "': not a regular file (a FIFO, device or directory)");
+  }
+  std::FILE *f = ::fdopen(fd, "rb");
+  if (f == nullptr) {
+    int err = errno;
+    ::close(fd);
+    fail(CXLT_ERROR_IO, "cannot open config file '", path, "': ", std::strerror(err));
+  }
   std::string text;
   char buf[65536];
   size_t n;
@@ -1095,6 +1110,8 @@ void RuntimeConfig::validate() const {
     }
     if (std::find(std::begin(kMemkindKinds), std::end(kMemkindKinds), t.memkind_kind) == std::end(kMemkindKinds))
       bad(p + "memkind_kind", p, "memkind_kind = '", t.memkind_kind, "' is not a known memkind kind");
+    if (std::find(std::begin(kLayouts), std::end(kLayouts), t.layout) == std::end(kLayouts))
+      bad(p + "layout", p, "layout = '", t.layout, "' is not a known layout (known: contiguous, per-layer)");
     if (!(t.pace_mib_s >= 0.0) || !std::isfinite(t.pace_mib_s))
       bad(p + "pace_mib_s", p, "pace_mib_s = ", fmt_double(t.pace_mib_s), " must be a finite number >= 0");
     if (t.bandwidth_mib_s && !(*t.bandwidth_mib_s > 0.0 && std::isfinite(*t.bandwidth_mib_s)))

@@ -755,6 +755,8 @@ TEST(CudaDriver, ResultNamesWithoutADriver) {
   EXPECT_TRUE(contains(cuda::result_string(nullptr, 2), "CUDA_ERROR_OUT_OF_MEMORY (2)"));
   EXPECT_TRUE(contains(cuda::result_string(nullptr, 712), "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"));
   EXPECT_EQ(cuda::result_string(nullptr, 12345), "CUDA error (12345)");
+  // The hint follows the code, so the "NAME (code)" form holds for the codes that carry one.
+  EXPECT_EQ(cuda::result_string(nullptr, 34), "CUDA_ERROR_STUB_LIBRARY (34): the toolkit's stub libcuda.so, not a driver");
 }
 
 TEST(CudaKernels, TheFatbinIsEmbedded) {

@@ -150,6 +150,7 @@ std::vector<KeyCase> key_cases() {
       {"tiers.<n>.pace_mib_s", "2000", "2000.5", [](C c) { return t1(c).pace_mib_s == 2000 || t1(c).pace_mib_s == 2000.5; }},
       {"tiers.<n>.bandwidth_mib_s", "30000", "30000", [](C c) { return t1(c).bandwidth_mib_s == 30000.0; }},
       {"tiers.<n>.latency_ns", "250.5", "250.5", [](C c) { return t1(c).latency_ns == 250.5; }},
+      {"tiers.<n>.layout", "per-layer", "\"per-layer\"", [](C c) { return t1(c).layout == "per-layer"; }},
   };
 }
 
@@ -470,6 +471,8 @@ TEST(ConfigErrors, OutOfRangeAndUnknownNames) {
       {"tiers.0.kind", "cxll", "tiers.0.kind = 'cxll' is not a known tier kind (did you mean 'cxl'?)"},
       {"tiers.0.backend", "numaa", "tiers.0.backend = 'numaa' is not a known backend (did you mean 'numa'?)"},
       {"tiers.0.memkind_kind", "hbm", "tiers.0.memkind_kind = 'hbm' is not a known memkind kind (did you mean 'hbw'?)"},
+      {"tiers.0.layout", "per_layer", "tiers.0.layout = 'per_layer' is not a known layout (did you mean 'per-layer'?) (known: contiguous, per-layer)"},
+      {"tiers.0.layout", "", "tiers.0.layout = '' is not a known layout"},
       {"tiers.0.budget", "4 GiBs", "tiers.0.budget: '4 GiBs' has an unknown unit"},
       {"tiers.0.budget", "-1", "tiers.0.budget: '-1' must not be negative"},
       {"tiers.0.numa_nodes", "1,,2", "tiers.0.numa_nodes: '1,,2' has an empty item"},
@@ -613,6 +616,7 @@ TEST(ConfigValidate, NamesTheField) {
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm}, TierConfig{.kind = TierKind::dram, .budget_bytes = MiB}}; }, "tiers.1.budget = 1MiB is smaller than one block (5.00 MiB)"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .backend = "gpu"}}; }, "tiers.0.backend = 'gpu' is not a known backend"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .memkind_kind = "x"}}; }, "tiers.0.memkind_kind = 'x' is not a known memkind kind"},
+      {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .layout = "strided"}}; }, "tiers.0.layout = 'strided' is not a known layout"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .pace_mib_s = -1}}; }, "tiers.0.pace_mib_s = -1.0 must be a finite number >= 0"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .bandwidth_mib_s = 0.0}}; }, "tiers.0.bandwidth_mib_s = 0.0 must be > 0"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .latency_ns = -2.0}}; }, "tiers.0.latency_ns = -2.0 must be > 0"},

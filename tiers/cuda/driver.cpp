@@ -23,8 +23,8 @@ const char *known_result_name(CUresult r) {
     case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
     case 3: return "CUDA_ERROR_NOT_INITIALIZED";
     case 4: return "CUDA_ERROR_DEINITIALIZED";
-    case 34: return "CUDA_ERROR_STUB_LIBRARY (the toolkit's stub libcuda.so, not a driver)";
-    case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER (the driver is older than this code needs)";
+    case 34: return "CUDA_ERROR_STUB_LIBRARY";
+    case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
     case 46: return "CUDA_ERROR_DEVICE_UNAVAILABLE";
     case 100: return "CUDA_ERROR_NO_DEVICE";
     case 101: return "CUDA_ERROR_INVALID_DEVICE";
@@ -43,9 +43,21 @@ const char *known_result_name(CUresult r) {
     case 719: return "CUDA_ERROR_LAUNCH_FAILED";
     case 800: return "CUDA_ERROR_NOT_PERMITTED";
     case 801: return "CUDA_ERROR_NOT_SUPPORTED";
-    case 802: return "CUDA_ERROR_SYSTEM_NOT_READY (is nvidia-fabricmanager running?)";
-    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (the kernel module and libcuda differ)";
+    case 802: return "CUDA_ERROR_SYSTEM_NOT_READY";
+    case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     case 999: return "CUDA_ERROR_UNKNOWN";
+  }
+  return nullptr;
+}
+
+// What to do about the codes whose name alone does not tell a user (kept apart from the name so
+// that every message reads "NAME (code)" whatever the code).
+const char *known_result_hint(CUresult r) {
+  switch (r) {
+    case 34: return "the toolkit's stub libcuda.so, not a driver";
+    case 35: return "the driver is older than this code needs";
+    case 802: return "is nvidia-fabricmanager running?";
+    case 803: return "the kernel module and libcuda differ";
   }
   return nullptr;
 }
@@ -128,6 +140,7 @@ std::string result_string(const DriverApi *api, CUresult r) {
   s = name ? name : "CUDA error";
   s += " (" + std::to_string(r) + ")";
   if (text) s += std::string(": ") + text;
+  if (const char *hint = known_result_hint(r)) s += std::string(text ? "; " : ": ") + hint;
   return s;
 }
 
