@@ -33,6 +33,7 @@ def main():
     lib.cxlt_step.argtypes = [ctypes.c_void_p]
     lib.cxlt_runtime_close.argtypes = [ctypes.c_void_p]
     lib.cxlt_runtime_wait_idle.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.cxlt_block_release.argtypes = [ctypes.c_void_p, Key, ctypes.c_int]
 
     def check(rc, what):
         if rc != 0:
@@ -54,15 +55,19 @@ def main():
         check(lib.cxlt_block_admit(rt, lib.cxlt_key_from_sequence(9, i), ctypes.byref(block)), "admit")
         check(lib.cxlt_step(rt), "step")
     check(lib.cxlt_runtime_wait_idle(rt, -1), "wait_idle")
+    later = PolicyState()
+    check(lib.cxlt_policy_state(rt, first, ctypes.byref(later)), "policy_state")
+    if later.tier >= 0:  # LRFU kept it resident: the sequence ends, free its bytes, keep its state
+        check(lib.cxlt_block_release(rt, first, 1), "release")
     gone = PolicyState()
     check(lib.cxlt_policy_state(rt, first, ctypes.byref(gone)), "policy_state")
     check(lib.cxlt_block_admit(rt, first, ctypes.byref(block)), "admit again")
     after = PolicyState()
     check(lib.cxlt_policy_state(rt, first, ctypes.byref(after)), "policy_state")
-    print(f"score {before.score:.6f} in tier {before.tier}; later tier {gone.tier}; "
+    print(f"score {before.score:.6f} in tier {before.tier}; later tier {later.tier}, then {gone.tier}; "
           f"re-admitted with score {after.score:.6f} in tier {after.tier}")
     lib.cxlt_runtime_close(rt)
-    if gone.tier == 0 or after.score != before.score:
+    if gone.tier != -1 or after.tier < 0 or after.score != before.score:
         print("unexpected", file=sys.stderr)
         return 1
     print("ok")

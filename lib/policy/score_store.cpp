@@ -243,17 +243,18 @@ void ScoreStore::erase(NodeId id) noexcept {
   --size_;
 }
 
-std::string ScoreStore::validate() const {
+std::string ScoreStore::validate(uint8_t resident_flags) const {
   std::ostringstream err;
   size_t n = 0, nonres = 0;
   for (NodeId id = 0; id < entries_.size(); ++id) {
     if (!in_use_[id]) continue;
     ++n;
     if (find(entries_[id].key) != id) err << "id " << id << " not found by its key; ";
-    if (entries_[id].tier < 0) ++nonres;
+    const bool resident = entries_[id].tier >= 0 || (entries_[id].flags & resident_flags) != 0;
+    if (!resident) ++nonres;
     if (opt_.capacity) {
       bool in_heap = fpos_[id] != 0xffffffffu;
-      if (in_heap != (entries_[id].tier < 0)) err << "id " << id << " forget-heap membership wrong; ";
+      if (in_heap == resident) err << "id " << id << " forget-heap membership wrong; ";
     }
   }
   if (n != size_) err << "size " << size_ << " but " << n << " in use; ";

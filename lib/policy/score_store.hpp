@@ -111,7 +111,10 @@ public:
   void replace_with(const LoadedCheckpoint &cp);
 
   // Invariant check for tests; empty when valid.
-  std::string validate() const;
+  // Checks the key index, the size and the forget heap. An entry counts as resident when its
+  // tier is >= 0 or any of `resident_flags` is set in its flags (the runtime marks a block being
+  // admitted resident before it has a tier).
+  std::string validate(uint8_t resident_flags = 0) const;
 
 private:
   struct Slot {

@@ -23,6 +23,11 @@
 //     3, then act on B where it now is. access() and lookup() never wait: access updates the
 //     state, lookup returns the old place (valid until step 3; callers who keep a pointer
 //     pin the block).
+//  5. An operation that must make room for B before step 1 (move() into a full tier, a
+//     synchronous promotion) releases the lock while demotions copy. Meanwhile B is held
+//     (kFlagHeld): never a victim, never moved by the mover, release(forget) waits. The hold is
+//     not a pin: a pin the engine takes meanwhile is the engine's, and after the hold the
+//     operation re-checks B (still resident, not moving, pins == 0) before step 1, or gives up.
 // So a resident block is always in exactly one tier as live data (the copy in d is not live
 // until the switch), and never in none.
 #include "runtime/runtime_impl.hpp"
@@ -152,10 +157,22 @@ void Runtime::Impl::worker_loop() {
     lk.unlock();
     uint64_t ns = 0;
     std::string err;
-    cxlt_result_t r = copy_bytes(job, &ns, &err);
+    cxlt_result_t r = CXLT_ERROR_BACKEND;
+    try {
+      r = copy_bytes(job, &ns, &err);
+    } catch (const std::exception &ex) {
+      // (bad_alloc while formatting an error, say) The copy counts as failed: the block stays
+      // at its old place (protocol step 5), and the worker lives on.
+      err = ex.what();
+    }
     lk.lock();
     finish_move(job, r == CXLT_OK, ns);
-    if (r != CXLT_OK) last_move_error = err;
+    if (r != CXLT_OK) {
+      try {
+        last_move_error = err;
+      } catch (...) {  // keep the previous message rather than die
+      }
+    }
   }
 }
 
@@ -201,7 +218,7 @@ bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
 // victim can go down into the block's tier.
 void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   StoreEntry &e = (*store)[id];
-  if (e.tier <= 0 || e.pins != 0 || (e.flags & kFlagMoving)) return;
+  if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld))) return;
   const int t = e.tier, up = t - 1;
   NodeId v = kNoNode;
   if (!promote_candidate(id, &v)) return;
@@ -229,10 +246,14 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
     return;
   }
   // Real memory: demote the victim into a free slot of the block's tier (making one there,
-  // down the chain, if it is full), then promote. The block is pinned meanwhile so that making
-  // room cannot pick it.
-  StoreEntry &be = (*store)[id];
-  ++be.pins;
+  // down the chain, if it is full), then promote. The block is held meanwhile (kFlagHeld, not a
+  // pin: the engine's pin count stays its own) so that making room cannot pick it, nor a mover
+  // move it; a pin the engine takes meanwhile is seen below and stops the promotion.
+  (*store)[id].flags |= kFlagHeld;
+  auto unhold = [&] {
+    (*store)[id].flags = static_cast<uint8_t>((*store)[id].flags & ~kFlagHeld);
+    moved_cv.notify_all();  // release(forget) waits for a held block
+  };
   bool ok = false;
   try {
     SlotId dv = kInvalidSlot;
@@ -248,10 +269,10 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
       }
     }
   } catch (...) {
-    --(*store)[id].pins;
+    unhold();
     throw;
   }
-  --(*store)[id].pins;
+  unhold();
   const StoreEntry &after = (*store)[id];
   if (ok && after.tier == t && after.pins == 0 && !(after.flags & kFlagMoving) &&
       allocate_for_move(up, &d) == CXLT_OK)
@@ -264,12 +285,13 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
 void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   size_t budget = 64;
   size_t n = std::min(budget, promote_queue.size());
-  std::vector<NodeId> retry;
+  std::vector<NodeId> &retry = mover_retry;  // kept between passes: no allocation once grown
+  retry.clear();
   for (size_t i = 0; i < n; ++i) {
     NodeId id = promote_queue[i];
     StoreEntry &e = (*store)[id];
     e.flags = static_cast<uint8_t>(e.flags & ~kFlagPromoteQueued);
-    if (e.tier <= 0 || e.pins != 0 || (e.flags & kFlagMoving)) continue;
+    if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld))) continue;
     NodeId v = kNoNode;
     if (!promote_candidate(id, &v)) continue;
     const int t = e.tier, up = t - 1;

@@ -26,7 +26,7 @@ namespace {
 bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
   const Impl *self = static_cast<const Impl *>(ctx);
   const StoreEntry &e = (*self->store)[id];
-  return e.pins == 0 && (e.flags & kFlagMoving) == 0;
+  return e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0;
 }
 
 void Runtime::Impl::ensure_policy_ids() {
@@ -208,24 +208,28 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   Impl &m = *impl_;
   if (placed) *placed = false;
   std::unique_lock lk(m.mu);
-  NodeId id = m.find_or_insert(key);
-  // Another thread may be admitting the same block with the lock released: wait for it.
-  while ((*m.store)[id].flags & kFlagAdmitting) {
-    m.moved_cv.wait(lk);
+  // Find the key, and wait while another thread admits it (the lock is released while it is
+  // placed) or, for a pin, while a copy moves it. After every wait start over: meanwhile the
+  // block may have been dropped, its state forgotten and its NodeId given to another key, or the
+  // store's entries moved when it grew. A StoreEntry reference is taken after the last wait.
+  NodeId id = kNoNode;
+  while (true) {
     id = m.find_or_insert(key);
+    const StoreEntry &w = (*m.store)[id];
+    if ((w.flags & kFlagAdmitting) || (pin && w.tier >= 0 && (w.flags & kFlagMoving))) {
+      m.moved_cv.wait(lk);
+      continue;
+    }
+    break;
   }
   StoreEntry &e = (*m.store)[id];
   if (e.tier >= 0) {
     if (pin) {
-      while ((*m.store)[id].flags & kFlagMoving) m.moved_cv.wait(lk);
-      if ((*m.store)[id].tier >= 0) {
-        ++(*m.store)[id].pins;
-        return m.block_of(id);
-      }
-      // Dropped while we waited: admit it again below.
-    } else {
-      return m.block_of(id);
+      if (e.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit: block ", key.hex(), " is pinned 65535 times already");
+      ++e.pins;
+      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
     }
+    return m.block_of(id);
   }
   m.restore_or_reset(id, nullptr);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
@@ -268,8 +272,13 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) m.note_access(m.scratch[i], attention ? attention[i] : 1.0f);
   if (m.cfg.synchronous) {
+    // promote_sync may release the lock while it copies, and another thread's access() reuses
+    // m.scratch: find each key again (a block dropped meanwhile is simply not promoted).
     if (m.cfg.promotion != PromotionRule::never)
-      for (size_t i = 0; i < n; ++i) m.promote_sync(lk, m.scratch[i]);
+      for (size_t i = 0; i < n; ++i) {
+        const NodeId id = m.store->find(keys[i]);
+        if (id != kNoNode && (*m.store)[id].tier >= 0) m.promote_sync(lk, id);
+      }
   } else if (!m.promote_queue.empty()) {
     m.mover_cv.notify_one();
   }
@@ -291,7 +300,12 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
   for (size_t i = 0; i < n; ++i) m.note_access(static_cast<NodeId>(handles[i] & 0xffffffffu), attention ? attention[i] : 1.0f);
   if (m.cfg.synchronous) {
     if (m.cfg.promotion != PromotionRule::never)
-      for (size_t i = 0; i < n; ++i) m.promote_sync(lk, static_cast<NodeId>(handles[i] & 0xffffffffu));
+      for (size_t i = 0; i < n; ++i) {
+        // Checked again: an earlier promote_sync may have released the lock.
+        const NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
+        if (m.store->valid(id) && (*m.store)[id].generation == static_cast<uint32_t>(handles[i] >> 32))
+          m.promote_sync(lk, id);
+      }
   } else if (!m.promote_queue.empty()) {
     m.mover_cv.notify_one();
   }
@@ -304,6 +318,10 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   std::unique_lock lk(m.mu);
   ReferenceResult res;
   NodeId id = m.find_or_insert(key);
+  while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread places it with the lock released
+    m.moved_cv.wait(lk);
+    id = m.find_or_insert(key);
+  }
   StoreEntry &e = (*m.store)[id];
   if (e.tier >= 0) {
     res.hit_tier = e.tier;
@@ -348,6 +366,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
     StoreEntry &f = (*m.store)[id];
     f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
     if (f.tier < 0) m.store->set_resident(id, false);
+    m.moved_cv.notify_all();
     throw;
   }
   if (m.fetch_remote(lk, id)) {  // the remote tier had it: not a miss after all
@@ -355,6 +374,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
     res.remote_hit = true;
   }
   (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagAdmitting);
+  m.moved_cv.notify_all();
   ++m.accesses;
   res.admitted = true;
   return res;
@@ -386,15 +406,25 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
   SlotId d = kInvalidSlot;
   cxlt_result_t r = m.tiers[tier].pool->allocate(&d);
   if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
-    ++e.pins;  // making room must not pick the block being moved
+    // Making room releases the lock while a demotion copies. The block is held (kFlagHeld: no
+    // victim, not moved, release(forget) waits) rather than pinned, so that a pin the engine
+    // takes meanwhile is its own and is seen below, and a stray unpin is still refused.
+    e.flags |= kFlagHeld;
+    auto unhold = [&] {
+      (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagHeld);
+      m.moved_cv.notify_all();
+    };
     try {
       m.make_room(lk, tier, kNoNode, 0);
     } catch (...) {
-      --(*m.store)[id].pins;
+      unhold();
       throw;
     }
-    --(*m.store)[id].pins;
-    if ((*m.store)[id].tier < 0 || ((*m.store)[id].flags & kFlagMoving)) not_found(key, "move");
+    unhold();
+    const StoreEntry &after = (*m.store)[id];
+    if (after.tier < 0 || (after.flags & kFlagMoving)) not_found(key, "move");
+    if (after.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " was pinned while room was made for it");
+    if (after.tier == tier) return m.block_of(id);
     r = m.tiers[tier].pool->allocate(&d);
   }
   if (r != CXLT_OK)
@@ -444,7 +474,7 @@ void Runtime::release(const Key &key, bool forget) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
   NodeId id = m.store->find(key);
-  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) {
     m.moved_cv.wait(lk);
     id = m.store->find(key);
   }
@@ -484,7 +514,7 @@ void Runtime::step() {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
   ++m.now;
-  if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now >= m.checkpoint_at_step + m.cfg.checkpoint_every_steps) {
+  if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now - m.checkpoint_at_step >= m.cfg.checkpoint_every_steps) {
     m.checkpoint_at_step = m.now;
     m.write_checkpoint_now(lk);
   }
@@ -499,7 +529,8 @@ bool Runtime::wait_idle(int64_t timeout_ms) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
   auto idle = [&] { return m.jobs.empty() && m.in_flight == 0; };
-  if (timeout_ms < 0) {
+  // Past about 292 years wait_for's arithmetic overflows (and returns at once): wait forever.
+  if (timeout_ms < 0 || timeout_ms > int64_t{1} << 53) {
     m.moved_cv.wait(lk, idle);
     return true;
   }
@@ -686,7 +717,7 @@ std::string Runtime::validate() const {
     if (tr.moving_out != moving[t]) err += "tier " + tr.name + " moving-out count is off; ";
     (void)incoming;
   }
-  std::string sv = m.store->validate();
+  std::string sv = m.store->validate(kFlagAdmitting);  // placed with the lock released: resident, no tier yet
   if (!sv.empty()) err += "store: " + sv;
   return err;
 }

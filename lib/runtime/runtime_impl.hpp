@@ -35,6 +35,8 @@ constexpr uint8_t kFlagMoving = 1;         // a copy to another tier is in fligh
 constexpr uint8_t kFlagPromoteQueued = 2;  // in the promotion queue
 constexpr uint8_t kFlagReleased = 4;       // the engine released it (cached, evictable)
 constexpr uint8_t kFlagAdmitting = 8;      // an admission is placing it (the lock may be released)
+constexpr uint8_t kFlagHeld = 16;          // move()/promote_sync are making room for it with the lock
+                                           // released: no victim, not moved; the engine's pins are its own
 
 struct TierRt {
   std::string name;
@@ -95,6 +97,7 @@ struct Runtime::Impl {
   std::vector<std::thread> workers;
   std::thread mover;
   std::vector<NodeId> promote_queue;
+  std::vector<NodeId> mover_retry;  // mover_pass's scratch (kept: no allocation per pass)
 
   uint64_t now = 0;   // decode step
   uint64_t tick = 0;  // reference counter (LRU/LFU order within a step)

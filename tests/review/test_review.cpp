@@ -250,23 +250,23 @@ ino_t inode_of(const std::string &path) {
 
 }  // namespace
 
-TEST(ReviewRuntime, DISABLED_MoveMustNotMoveABlockPinnedWhileItMadeRoom) {
+TEST(ReviewRuntime, MoveMustNotMoveABlockPinnedWhileItMadeRoom) {
   EXPECT_EXIT(child(move_vs_pin), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, DISABLED_UnpinOfAnUnpinnedBlockFailsEvenDuringMove) {
+TEST(ReviewRuntime, UnpinOfAnUnpinnedBlockFailsEvenDuringMove) {
   EXPECT_EXIT(child(move_vs_stray_unpin), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, DISABLED_AdmitPinNeverReturnsAnotherKeysBlock) {
+TEST(ReviewRuntime, AdmitPinNeverReturnsAnotherKeysBlock) {
   EXPECT_EXIT(child(admit_pin_vs_forget_and_reuse), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, DISABLED_AdmitPinKeepsNoStoreReferenceAcrossAWait) {
+TEST(ReviewRuntime, AdmitPinKeepsNoStoreReferenceAcrossAWait) {
   EXPECT_EXIT(child(admit_pin_vs_store_growth), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, DISABLED_HugeCheckpointIntervalNeverCheckpointsEveryStep) {
+TEST(ReviewRuntime, HugeCheckpointIntervalNeverCheckpointsEveryStep) {
   const std::string dir = cxlt_test::temp_dir("review-ckpt");
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.synchronous = true;
