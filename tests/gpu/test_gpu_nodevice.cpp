@@ -717,8 +717,8 @@ TEST(CudaDriver, SymbolTableCoversEveryEntryPoint) {
   std::set<std::string> members;
   for (const auto &s : syms) {
     EXPECT_TRUE(members.insert(s.member).second) << "twice: " << s.member;
-    ASSERT_FALSE(s.names.empty());
-    EXPECT_EQ(std::string(s.names.front()).rfind(s.member, 0), 0u) << s.names.front() << " for " << s.member;
+    ASSERT_NE(s.names[0], nullptr) << s.member;
+    EXPECT_EQ(std::string(s.names[0]).rfind(s.member, 0), 0u) << s.names[0] << " for " << s.member;
   }
   for (const char *needed : {"cuMemHostRegister", "cuMemcpyHtoDAsync", "cuLaunchKernel", "cuModuleLoadData",
                              "cuEventRecord", "cuDeviceGetPCIBusId", "cuDevicePrimaryCtxRetain"})

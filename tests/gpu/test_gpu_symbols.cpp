@@ -3,7 +3,8 @@
 // in every build (with or without the CUDA tier): `nm -D --defined-only libcxltier.so` against
 // the CXLT_API declarations of the header. A missing export (a declared function nobody
 // defined, or one defined only in CUDA builds) or an extra one (an internal helper left
-// visible) fails. Also: libcxltier.so never needs a CUDA library (the driver is dlopen'ed).
+// visible) fails. In CUDA builds the whole export list (C++ too) equals that of a probe linked
+// as without CUDA. Also: libcxltier.so never needs a CUDA library (the driver is dlopen'ed).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -71,6 +72,43 @@ TEST(Symbols, ExportedCSymbolsAreExactlyTheHeaders) {
   }
   for (const std::string &n : declared) EXPECT_TRUE(exported.count(n)) << n << " is declared in cxltier.h but not exported";
   for (const std::string &n : exported) EXPECT_TRUE(declared.count(n)) << n << " is exported but cxltier.h does not declare it";
+}
+
+// Every dynamic symbol a library defines (C and mangled C++ names alike).
+static std::set<std::string> exported_names(const std::string &lib, std::string *error) {
+  int status = 0;
+  const std::string out = run("nm -D --defined-only '" + lib + "' 2>&1", &status);
+  std::set<std::string> names;
+  if (status != 0) {
+    *error = "nm failed on " + lib + ": " + out;
+    return names;
+  }
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string addr, type, name;
+    if (f >> addr >> type >> name) names.insert(name);
+  }
+  return names;
+}
+
+// The CUDA build links, next to libcxltier.so, a probe made of the same core objects with
+// gpu_off.cpp in place of the CUDA-only files (tests/gpu/meson.build): what a -Dcuda=disabled
+// build exports. Both lists must be equal, C++ symbols included, not only the cxlt_* ones.
+TEST(Symbols, TheExportsAreTheSameWithoutTheCudaTier) {
+  const std::string build = env_or_skip("CXLT_BUILD_ROOT"), probe = env_or_skip("CXLT_TEST_NOCUDA_PROBE");
+  if (build.empty()) GTEST_SKIP() << "CXLT_BUILD_ROOT not set (run through meson test)";
+  if (probe.empty())
+    GTEST_SKIP() << "this build has no CUDA tier: it is the reference; the CUDA build compares itself with a library "
+                    "linked like this one";
+  std::string error;
+  const std::set<std::string> with = exported_names(build + "/libcxltier.so", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  const std::set<std::string> without = exported_names(probe, &error);
+  ASSERT_TRUE(error.empty()) << error;
+  ASSERT_GT(with.size(), 30u) << "too few exports read from libcxltier.so";
+  for (const std::string &n : with) EXPECT_TRUE(without.count(n)) << n << " is exported only with the CUDA tier";
+  for (const std::string &n : without) EXPECT_TRUE(with.count(n)) << n << " is exported only without the CUDA tier";
 }
 
 TEST(Symbols, TheLibraryNeedsNoCudaLibrary) {

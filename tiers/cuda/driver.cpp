@@ -62,9 +62,14 @@ const char *known_result_hint(CUresult r) {
   return nullptr;
 }
 
-// Where each DriverApi member is, for the resolution loop. Same order as driver_symbols().
-#define CXLT_MEMBER(m) reinterpret_cast<void **>(&api->m)
-std::vector<void **> member_slots(DriverApi *api) {
+// Where each DriverApi member is, for the resolution loop. Same order as driver_symbols(). A
+// vector of a type of this file, not std::vector<void **>, whose instantiation libcxltier.so
+// would export in CUDA builds only (see DriverSymbol in driver.hpp).
+struct Slot {
+  void **where;
+};
+#define CXLT_MEMBER(m) Slot{reinterpret_cast<void **>(&api->m)}
+std::vector<Slot> member_slots(DriverApi *api) {
   return {CXLT_MEMBER(cuInit), CXLT_MEMBER(cuDriverGetVersion), CXLT_MEMBER(cuGetErrorString),
           CXLT_MEMBER(cuGetErrorName), CXLT_MEMBER(cuDeviceGetCount), CXLT_MEMBER(cuDeviceGet),
           CXLT_MEMBER(cuDeviceGetName), CXLT_MEMBER(cuDeviceGetAttribute), CXLT_MEMBER(cuDeviceTotalMem),
@@ -157,15 +162,16 @@ DriverLoad load_driver(const std::string &path) {
   }
   DriverApi api{};
   const std::vector<DriverSymbol> &symbols = driver_symbols();
-  std::vector<void **> slots = member_slots(&api);
+  std::vector<Slot> slots = member_slots(&api);
   for (size_t i = 0; i < symbols.size(); ++i) {
     void *fn = nullptr;
     for (const char *name : symbols[i].names) {
+      if (name == nullptr) break;
       fn = dlsym(lib, name);
       if (fn) break;
     }
-    if (fn == nullptr) out.missing.emplace_back(symbols[i].names.front());
-    *slots[i] = fn;
+    if (fn == nullptr) out.missing.emplace_back(symbols[i].names[0]);
+    *slots[i].where = fn;
   }
   if (!out.missing.empty()) {
     out.why = "the library " + path + " is not a usable CUDA driver: it lacks ";

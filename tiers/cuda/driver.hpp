@@ -116,7 +116,11 @@ struct DriverApi {
 // One entry of the symbol table: the member, the symbol names to try in order.
 struct DriverSymbol {
   const char *member;                  // "cuMemAlloc"
-  std::vector<const char *> names;     // {"cuMemAlloc_v2"}
+  // {"cuMemAlloc_v2"}: the name to look up, then an optional fallback (nullptr when none). A
+  // plain array, not a std::vector<const char *>: that instantiation would be exported by
+  // libcxltier.so in CUDA builds only (std:: templates over non-hidden types keep default
+  // visibility), and the export list must not depend on the build (tests/gpu gpu_symbols).
+  const char *names[2];
 };
 // Every entry point DriverApi holds, in member order (tests print and check it).
 const std::vector<DriverSymbol> &driver_symbols();
