@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <limits>
 
@@ -356,10 +357,22 @@ namespace {
 class Output {
 public:
   Output(const std::string &path, bool gz) : path_(path), gz_(gz) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    // O_NONBLOCK: a FIFO planted at the temporary name fails here (ENXIO) or below instead of
+    // blocking until a reader comes; O_TRUNC only once it is known to be a regular file.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0) {
       if (errno == ELOOP) fail(CXLT_ERROR_IO, "cannot create ", path, ": it is a symbolic link; refusing to write through it");
       fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(errno));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(CXLT_ERROR_IO, "cannot create ", path, ": it exists and is not a regular file; refusing to write to it");
+    }
+    if (::ftruncate(fd, 0) != 0 || ::fcntl(fd, F_SETFL, 0) != 0) {
+      int err = errno;
+      ::close(fd);
+      fail(CXLT_ERROR_IO, "cannot create ", path, ": ", std::strerror(err));
     }
     if (gz_) {
       gz_file_ = gzdopen(fd, "wb6");
@@ -450,13 +463,31 @@ void append_step(std::string &out, const Step &st) {
 WriteStats write_attention_trace(const std::string &path, const SyntheticParams &params,
                                  const std::function<void(uint64_t, uint64_t)> &progress) {
   SyntheticWorkload work(params);  // validates before any file is touched
+  // The trace is renamed over PATH at the end, which would replace whatever PATH is: a
+  // symbolic link, a FIFO or a device node (as root, --out /dev/null would replace the
+  // system's /dev/null; docs/review.md finding 17). Only a regular file (or nothing) is
+  // replaced. (A node created at PATH between this check and the rename is still replaced:
+  // the check guards against mistakes and planted paths in folders others cannot write.)
+  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char *what = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    fail(CXLT_ERROR_IO, "cannot write the trace to ", path, ": it is ", what,
+         "; refusing to replace it (write to a regular file path)");
+  }
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
   // Written under a temporary name and renamed at the end, so a failed run leaves no
   // truncated trace behind under the real name.
   const std::string tmp = path + ".tmp";
   WriteStats ws;
+  bool created = false;  // a node planted at the temporary name that Output refused is not ours to remove
   try {
     Output out(tmp, gz);
+    created = true;
     std::string buf = "{\"format\":\"";
     buf += kAttentionFormatTag;
     buf += "\",\"version\":";
@@ -483,7 +514,7 @@ WriteStats write_attention_trace(const std::string &path, const SyntheticParams 
     out.write(buf);
     out.close();
   } catch (...) {
-    std::remove(tmp.c_str());
+    if (created) std::remove(tmp.c_str());
     throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -3,7 +3,9 @@
 // file (RuntimeConfig::load_toml_string), then every "NAME=value" line as a CXLT_* environment
 // variable and as a set(key, value) call. Each must succeed or throw cxltier::Error, never
 // crash or throw anything else; a configuration that validates must survive to_toml() and
-// load back to the same text (what `cxltier params --toml` prints can be used as a file).
+// load back to the same values (what `cxltier params --toml` prints can be used as a file).
+// The "[where]" origin comments are left out of the comparison: loading the text back makes
+// every key come from "<to_toml output>:LINE:COL", which is right, not a difference in value.
 #include "fuzz_util.hpp"
 
 #include <cxltier/config.hpp>
@@ -19,21 +21,27 @@ using cxltier::RuntimeConfig;
 
 namespace {
 
+// to_toml() without the origin comments: the values only.
+std::string values_toml(RuntimeConfig c) {
+  c.origins.clear();
+  return c.to_toml();
+}
+
 void round_trip(const RuntimeConfig &c) {
   try {
     c.validate();
   } catch (const cxltier::Error &) {
     return;  // refusing a bad configuration is the right answer
   }
-  const std::string text = c.to_toml();
+  const std::string text = values_toml(c);
   RuntimeConfig back;
   try {
-    back.load_toml_string(text, "<to_toml output>");
+    back.load_toml_string(c.to_toml(), "<to_toml output>");
     back.validate();
   } catch (const cxltier::Error &e) {
-    FUZZ_CHECK(false, "to_toml() output does not load back: %s\n--- text:\n%s", e.what(), text.c_str());
+    FUZZ_CHECK(false, "to_toml() output does not load back: %s\n--- text:\n%s", e.what(), c.to_toml().c_str());
   }
-  const std::string again = back.to_toml();
+  const std::string again = values_toml(back);
   FUZZ_CHECK(again == text, "to_toml() differs after a round trip\n--- first:\n%s\n--- second:\n%s", text.c_str(),
              again.c_str());
 }

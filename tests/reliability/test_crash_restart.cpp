@@ -342,3 +342,55 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
   EXPECT_EQ(read_file(victim), "precious\n");
   fs::remove_all(dir);
 }
+
+// Paths that are not regular files (docs/review.md findings 17 and 18): a FIFO given as the
+// config file is refused at once (it used to block forever waiting for a writer); a FIFO at the
+// trace writer's output path or at its temporary name is refused and left as it was (the trace
+// used to be renamed over it: as root, `gen-trace --out /dev/null` replaced /dev/null). No
+// reader or writer is ever attached, so a regression blocks and meson's timeout fails the test.
+TEST(CrashRestart, FifosAtInputAndOutputPathsAreRefusedNotBlockedOnOrReplaced) {
+  const std::string dir = cxlt_test::temp_dir("fifo");
+  const std::string config = dir + "/config.toml";
+  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0);
+  RuntimeConfig c;
+  try {
+    c.load_toml_file(config);
+    ADD_FAILURE() << "a FIFO was read as a config file";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_IO) << e.what();
+    EXPECT_NE(std::string(e.what()).find(config), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(RuntimeConfig::from_sources(config), Error);
+
+  trace::SyntheticParams p;
+  p.steps = 2;
+  p.sequences = 1;
+  const std::string out = dir + "/trace.jsonl";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0600), 0);
+  try {
+    trace::write_attention_trace(out, p);
+    ADD_FAILURE() << "the trace writer replaced a FIFO";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_IO) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a FIFO"), std::string::npos) << e.what();
+  }
+  struct stat st {};
+  ASSERT_EQ(::lstat(out.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << out << " is no longer a FIFO";
+
+  // The temporary name: refused without blocking, and the FIFO there is not removed.
+  const std::string out2 = dir + "/trace2.jsonl";
+  ASSERT_EQ(::mkfifo((out2 + ".tmp").c_str(), 0600), 0);
+  EXPECT_THROW(trace::write_attention_trace(out2, p), Error);
+  ASSERT_EQ(::lstat((out2 + ".tmp").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_FALSE(fs::exists(out2));
+
+  // A regular file at the path is still replaced (the normal case: rerunning gen-trace).
+  write_file(out2, "old\n");
+  fs::remove(out2 + ".tmp");
+  trace::write_attention_trace(out2, p);
+  EXPECT_NE(read_file(out2), "old\n");
+  fs::remove_all(dir);
+}

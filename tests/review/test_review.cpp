@@ -295,7 +295,7 @@ TEST(ReviewRuntime, HugeCheckpointIntervalNeverCheckpointsEveryStep) {
 // restored). Shown here on a FIFO in a temporary folder. Either refusing such a path or writing
 // through it is right; replacing it is not. A reader end is held open so that writing through
 // the FIFO cannot block.
-TEST(ReviewTrace, DISABLED_GenTraceNeverReplacesANonRegularFile) {
+TEST(ReviewTrace, GenTraceNeverReplacesANonRegularFile) {
   const std::string dir = cxlt_test::temp_dir("review-gentrace");
   const std::string fifo = dir + "/out.jsonl";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
