@@ -50,10 +50,12 @@ for i in $(seq 0 $((nodes - 1))); do
   mkdir -p "$dir/$p"
   # The settings docs/remote.md recommends: bounded memory with LFU eviction, no persistence,
   # the cluster keeps serving the slots it has when some are lost. A short node timeout makes
-  # the failover test take seconds.
+  # the failover test take seconds; a replica takes over however stale its copy (a cache), and
+  # starts its first sync at once.
   redis-server --port "$p" --bind 127.0.0.1 --dir "$dir/$p" --cluster-enabled yes \
     --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 1000 \
     --cluster-require-full-coverage no --cluster-allow-reads-when-down no \
+    --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
     --maxmemory 256mb --maxmemory-policy allkeys-lfu --save "" --appendonly no \
     --logfile "$dir/$p/redis.log" >/dev/null 2>&1 &
   pids+=("$!")
@@ -84,6 +86,19 @@ for t in $(seq 1 200); do
   sleep 0.1
 done
 [ $good = 1 ] || { echo "FAIL: the cluster did not reach cluster_state:ok"; exit 1; }
+# Replicas must have finished their first sync: a replica that never synced refuses to take
+# over (the failover test kills a master), and one still syncing slows the first tests.
+if [ "$replicas" != 0 ]; then
+  for t in $(seq 1 300); do
+    up=0
+    for p in "${ports[@]}"; do
+      redis-cli -p "$p" info replication 2>/dev/null | grep -q 'master_link_status:up' && up=$((up + 1))
+    done
+    [ $up -ge 3 ] && break
+    sleep 0.1
+  done
+  [ $up -ge 3 ] || { echo "FAIL: only $up of 3 replicas finished their first sync in 30 s"; exit 1; }
+fi
 echo "cluster of 3 masters + $((nodes - 3)) replicas on 127.0.0.1:${ports[0]}-${ports[$((nodes - 1))]} ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($dir)"
 
 export CXLT_TEST_REDIS_DIR="$dir"

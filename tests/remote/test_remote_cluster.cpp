@@ -612,6 +612,15 @@ TEST_F(RemoteCluster, ZMastersKilledUnderLoadWithAndWithoutReplica) {
       ++ops;
     }
   });
+  // A failed ASSERT returns from here: stop and join the load thread on every path.
+  struct Joiner {
+    std::atomic<bool> &stop;
+    std::thread &t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } joiner{stop, load};
   auto run_for = [&](uint64_t n) {
     const uint64_t until = ops + n;
     while (ops < until) std::this_thread::sleep_for(5ms);
