@@ -257,6 +257,24 @@ TEST(Runtime, MisuseGivesErrors) {
   EXPECT_EQ(rt->validate(), "");
 }
 
+// Review finding 6: the per-state arrays are sized by store.capacity at open. A capacity that
+// would take more than half of this machine's memory is refused with the figure (2^31 states
+// asked for about 300 GiB and met the OOM killer before).
+TEST(Runtime, ImpossibleStoreCapacityIsRefusedAtOpen) {
+  RuntimeConfig cfg = three_tier_config(2, 2, 2);
+  cfg.store_capacity = uint64_t{1} << 31;  // the most validate() accepts
+  try {
+    Runtime::open(cfg);
+    FAIL() << "store.capacity = 2^31 was accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_CONFIG);
+    EXPECT_NE(std::string(e.what()).find("store.capacity"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("of this machine"), std::string::npos) << e.what();
+  }
+  cfg.store_capacity = 1u << 16;  // 2^16 states: about 13 MiB, fine
+  EXPECT_NO_THROW(Runtime::open(cfg));
+}
+
 TEST(Runtime, AccessByHandleMatchesAccessByKey) {
   RuntimeConfig cfg = three_tier_config(8, 8, 8);
   cfg.synchronous = true;
