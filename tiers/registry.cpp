@@ -107,8 +107,9 @@ const cxlt_tier_ops *tier_ops_find(const std::string &name, std::string *why) {
   }
   std::string reason;
   if (name == "cuda" || name == "cuda-host") {
-    reason = "tier backend '" + name + "' is not in this build: meson did not build the CUDA tier "
-             "(option cuda disabled, or nvcc not found when it was configured; see docs/gpu.md); "
+    // "not available" as on a CUDA build without a GPU (callers match it), then why.
+    reason = "tier backend '" + name + "' is not available: not in this build (meson did not build the "
+             "CUDA tier: option cuda disabled, or nvcc not found when it was configured; see docs/gpu.md); "
              "use 'emulated' to stand in for GPU memory";
   } else if (name == "memkind") {
     reason = "tier backend 'memkind' is not in this build: libmemkind was not found when meson "
