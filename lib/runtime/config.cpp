@@ -974,9 +974,11 @@ std::vector<std::string> RuntimeConfig::apply_environment_vars(const std::vector
   }
 
   RuntimeConfig next = *this;
-  for (const auto &[key, m] : matches)
+  for (const auto &entry : matches) {
+    const Match &m = entry.second;  // not a structured binding: clang 14 (the fuzz build) cannot capture one
     with_prefix("environment variable " + m.var + "=" + m.value + ": ",
                 [&] { apply_value(next, m.r, m.value, ConfigLayer::environment, m.var); });
+  }
   *this = std::move(next);
   return warnings;
 }
