@@ -125,8 +125,13 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 std::string closest(std::string_view word, const std::vector<std::string> &candidates) {
   std::string best;
   size_t best_d = SIZE_MAX;
+  const std::string w = upper(word);
   for (const std::string &c : candidates) {
-    size_t d = edit_distance(upper(word), upper(c));
+    // The distance is at least the length difference, and only 2 edits count as a typo: skip
+    // the O(length^2) table for the others (a mistyped 4 KiB name used to cost seconds of
+    // tables against every key; found by fuzz_config, docs/reliability.md).
+    if (std::max(w.size(), c.size()) - std::min(w.size(), c.size()) > 2) continue;
+    size_t d = edit_distance(w, upper(c));
     if (d < best_d) {
       best_d = d;
       best = c;
