@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <sstream>
 
 namespace cxltier {
@@ -47,6 +48,10 @@ namespace {
 // The host nodes the emulated tiers are laid on: the nodes this process may allocate on that
 // have CPUs (libnuma, so no hwloc environment variable can redirect it). Node 0 without NUMA.
 std::vector<unsigned> host_nodes_with_cpus() {
+  // libnuma's numa_node_to_cpus fills a process-wide cache without a lock: runtimes opened on
+  // several threads at once (cxltier sweep) raced there (ThreadSanitizer). One caller at a time.
+  static std::mutex libnuma_mu;
+  std::lock_guard lk(libnuma_mu);
   std::vector<unsigned> out;
   if (numa_available() < 0) return {0};
   struct bitmask *mems = numa_get_mems_allowed();

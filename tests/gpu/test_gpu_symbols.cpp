@@ -96,6 +96,11 @@ static std::set<std::string> exported_names(const std::string &lib, std::string 
 // gpu_off.cpp in place of the CUDA-only files (tests/gpu/meson.build): what a -Dcuda=disabled
 // build exports. Both lists must be equal, C++ symbols included, not only the cxlt_* ones.
 TEST(Symbols, TheExportsAreTheSameWithoutTheCudaTier) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitizer builds (at -O1) inline differently, so which std:: template instances the two
+  // libraries export differs by build; the plain builds compare them (both CI build kinds).
+  GTEST_SKIP() << "export sets of template instances depend on inlining in sanitizer builds";
+#endif
   const std::string build = env_or_skip("CXLT_BUILD_ROOT"), probe = env_or_skip("CXLT_TEST_NOCUDA_PROBE");
   if (build.empty()) GTEST_SKIP() << "CXLT_BUILD_ROOT not set (run through meson test)";
   if (probe.empty())

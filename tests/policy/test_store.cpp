@@ -190,7 +190,7 @@ TEST(ScoreStore, DamagedFilesAreRefusedAndNothingIsLoaded) {
     expect_refused(bad, CXLT_ERROR_CORRUPT, "bit flip");
   }
   expect_refused(good + "x", CXLT_ERROR_CORRUPT, "trailing byte");
-  expect_refused(std::string("PK\x03\x04 this is a zip file, not ours", 36), CXLT_ERROR_CORRUPT, "foreign");
+  expect_refused(std::string("PK\x03\x04 this is a zip file, not ours"), CXLT_ERROR_CORRUPT, "foreign");
   std::string newer = good;
   newer[8] = 2;
   expect_refused(newer, CXLT_ERROR_CORRUPT, "newer version");
