@@ -7,6 +7,9 @@
 // way, never by timed unit tests.
 #pragma once
 
+#include <sched.h>
+
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,17 @@ struct RatioRegistrar {
     ratio_specs().push_back({std::move(label), std::move(candidate), std::move(baseline), goal});
   }
 };
+
+// Pin the calling thread to CPU $CXLT_BENCH_CPU (default 0), so that a candidate and its
+// baseline run where the other's cache state cannot follow them around.
+inline void pin_to_bench_cpu() {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
 
 }  // namespace cxlt_bench
 

@@ -4,6 +4,7 @@
 // memkind_malloc+memkind_free (memkind only where built). Time per pair, lower is better.
 // Goal (issue 5): the pool >= 100x faster than either baseline, median <= 100 ns.
 // The thread is pinned to one CPU (CXLT_BENCH_CPU, default 0) so runs are comparable.
+#include "bench_ratio.hpp"
 #include "runtime/pool.hpp"
 #include "tiers/backend.hpp"
 
@@ -24,14 +25,6 @@ namespace {
 
 constexpr size_t kBlock = 5u << 20;  // the canonical model's block, 5 MiB
 
-void pin_thread() {
-  int cpu = 0;
-  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
 
 int bench_node() {
   int node = numa_available() < 0 ? -1 : numa_node_of_cpu(0);
@@ -42,7 +35,7 @@ int bench_node() {
 // the loop measures the slot stack, not the kernel. One slot stays allocated so the loop pops
 // from a non-trivial stack.
 void BM_PoolSlotAllocFree(benchmark::State &state) {
-  pin_thread();
+  cxlt_bench::pin_to_bench_cpu();
   cxltier::TierBackendParams p;
   p.numa_nodes = {static_cast<unsigned>(bench_node())};
   cxltier::TierBackend backend("numa", p);
@@ -63,7 +56,7 @@ BENCHMARK(BM_PoolSlotAllocFree);
 // Baseline: what numa_alloc_onnode costs for the same size (mmap + mbind + munmap). Memory is
 // not touched, as the pool loop touches none either.
 void BM_NumaAllocOnnodeFree(benchmark::State &state) {
-  pin_thread();
+  cxlt_bench::pin_to_bench_cpu();
   if (numa_available() < 0) {
     state.SkipWithError("no NUMA support");
     return;
@@ -80,7 +73,7 @@ BENCHMARK(BM_NumaAllocOnnodeFree);
 
 #if CXLT_HAVE_MEMKIND
 void BM_MemkindMallocFree(benchmark::State &state) {
-  pin_thread();
+  cxlt_bench::pin_to_bench_cpu();
   for (auto _ : state) {
     void *b = memkind_malloc(MEMKIND_REGULAR, kBlock);
     benchmark::DoNotOptimize(b);

@@ -34,14 +34,6 @@ namespace {
 constexpr size_t kBatch = 4096;
 constexpr size_t kBatches = 16;  // distinct batches, cycled
 
-void pin() {
-  int cpu = 0;
-  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
 
 // n resident blocks in one null tier; kBatches batches of min(kBatch, n) distinct residents
 // (keys, handles, attention), random or in runs of 64. Built once per (n, shape) and kept:
@@ -106,7 +98,7 @@ Resident &resident(size_t n, bool runs) {
 }
 
 void BM_AccessHandles(benchmark::State &state) {
-  pin();
+  cxlt_bench::pin_to_bench_cpu();
   Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
   const size_t k = r.batch;
   size_t b = 0;
@@ -120,7 +112,7 @@ void BM_AccessHandles(benchmark::State &state) {
 BENCHMARK(BM_AccessHandles)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
 
 void BM_AccessKeys(benchmark::State &state) {
-  pin();
+  cxlt_bench::pin_to_bench_cpu();
   Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
   const size_t k = r.batch;
   size_t b = 0;
@@ -136,7 +128,7 @@ BENCHMARK(BM_AccessKeys)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"
 // Baseline: the same batch through an unordered_map from key to policy state, the same LRFU
 // update, no lock, no policy index.
 void BM_AccessHashMap(benchmark::State &state) {
-  pin();
+  cxlt_bench::pin_to_bench_cpu();
   const size_t n = static_cast<size_t>(state.range(0));
   Resident &r = resident(n, state.range(1) != 0);
   const size_t k = r.batch;

@@ -19,14 +19,6 @@
 
 namespace {
 
-void pin() {
-  int cpu = 0;
-  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
 
 std::unique_ptr<cxltier::Runtime> open_two_tiers(size_t top) {
   cxltier::RuntimeConfig cfg;
@@ -51,7 +43,7 @@ std::unique_ptr<cxltier::Runtime> open_two_tiers(size_t top) {
 
 // Candidate: both tiers full before timing starts; every admission demotes and drops.
 void BM_AdmitDemote(benchmark::State &state) {
-  pin();
+  cxlt_bench::pin_to_bench_cpu();
   const size_t top = static_cast<size_t>(state.range(0));
   auto rt = open_two_tiers(top);
   uint64_t next = 0;
@@ -69,7 +61,7 @@ BENCHMARK(BM_AdmitDemote)->Arg(1 << 10)->Arg(1 << 16);
 
 // Baseline: the top tier half full; admit a new block into free room, then release it.
 void BM_AdmitIntoRoom(benchmark::State &state) {
-  pin();
+  cxlt_bench::pin_to_bench_cpu();
   const size_t top = static_cast<size_t>(state.range(0));
   auto rt = open_two_tiers(top);
   uint64_t next = 0;
