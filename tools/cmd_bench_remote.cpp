@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -111,7 +112,11 @@ int bench_remote(const BenchRemoteOptions &o) {
   std::vector<ValueHeader> heads(n), got(n);
   for (size_t i = 0; i < n; ++i) heads[i] = make_header(keys[i], nsh, src[i].data(), bytes);
 
-  // hiredis: one context per master, each block sent to its slot's owner.
+  // hiredis: one context per master, each block sent to its slot's owner. hiredis writes with
+  // write(), so a server that dies mid-benchmark would raise SIGPIPE; this is the tool's own
+  // process (not an engine that links the library), so it ignores the signal and hiredis
+  // reports EPIPE as an error instead.
+  std::signal(SIGPIPE, SIG_IGN);
   std::map<std::string, std::unique_ptr<redisContext, HiredisFree>> hctx;
   for (size_t i = 0; i < n; ++i) {
     std::string owner = cluster.owner_of(rkeys[i]);

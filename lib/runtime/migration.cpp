@@ -396,7 +396,7 @@ void Runtime::Impl::write_checkpoint_now(std::unique_lock<std::mutex> &lk) {
 //  W1. [lock held] B leaves S's policy index and is marked moving. Its entry still says (S, s)
 //      and s stays allocated (S's budget still counts it): lookup() returns s, whose bytes are
 //      intact; pin() and release(forget) wait (step 4 above); nobody can choose B again.
-//  W2. [lock released] The remote client sends s's bytes to the server (writev from the slot,
+//  W2. [lock released] The remote client sends s's bytes to the server (sendmsg from the slot,
 //      no copy), in the calling thread (make_room) or in one of its own (the background mover).
 //  W3. [lock held] Whatever the outcome, s is freed and B is resident nowhere, its policy state
 //      kept in the store: the drop the policy decided, counted in `drops`. A write that failed

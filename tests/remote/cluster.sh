@@ -19,6 +19,8 @@ dir=$(mktemp -d /tmp/cxlt-redis.XXXXXX)
 pids=()
 cleanup() {
   local p
+  local f
+  for f in "$dir"/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do
     for t in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -43,15 +45,14 @@ for try in $(seq 1 50); do
 done
 [ -n "$base" ] || skip "no $nodes free loopback ports (and bus ports) found"
 
-ports=()
-for i in $(seq 0 $((nodes - 1))); do
-  p=$((base + i))
-  ports+=("$p")
+# start_node PORT: one server with the settings docs/remote.md recommends: bounded memory with
+# LFU eviction, no persistence, the cluster keeps serving the slots it has when some are lost.
+# A short node timeout makes the failover tests take seconds; a replica takes over however
+# stale its copy (a cache), and starts its first sync at once. Restarted with its nodes.conf
+# (restart.sh, for tests that kill a master), a server rejoins as a replica of its successor.
+start_node() {
+  local p="$1"
   mkdir -p "$dir/$p"
-  # The settings docs/remote.md recommends: bounded memory with LFU eviction, no persistence,
-  # the cluster keeps serving the slots it has when some are lost. A short node timeout makes
-  # the failover test take seconds; a replica takes over however stale its copy (a cache), and
-  # starts its first sync at once.
   redis-server --port "$p" --bind 127.0.0.1 --dir "$dir/$p" --cluster-enabled yes \
     --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 1000 \
     --cluster-require-full-coverage no --cluster-allow-reads-when-down no \
@@ -59,8 +60,14 @@ for i in $(seq 0 $((nodes - 1))); do
     --maxmemory 256mb --maxmemory-policy allkeys-lfu --save "" --appendonly no \
     --logfile "$dir/$p/redis.log" >/dev/null 2>&1 &
   pids+=("$!")
-  disown "$!"  # no job notices when the failover test kills one
+  disown "$!"  # no job notices when a test kills one
   echo "$!" > "$dir/$p.pid"
+}
+ports=()
+for i in $(seq 0 $((nodes - 1))); do
+  p=$((base + i))
+  ports+=("$p")
+  start_node "$p"
 done
 for p in "${ports[@]}"; do
   for t in $(seq 1 100); do
@@ -101,7 +108,16 @@ if [ "$replicas" != 0 ]; then
 fi
 echo "cluster of 3 masters + $((nodes - 3)) replicas on 127.0.0.1:${ports[0]}-${ports[$((nodes - 1))]} ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($dir)"
 
+# restart.sh PORT starts a killed server again (same settings, same nodes.conf) and records
+# its PID; cleanup below kills every PID recorded in $dir/*.pid.
+{
+  echo '#!/usr/bin/env bash'
+  echo "dir='$dir'"
+  declare -f start_node
+  echo 'pids=(); start_node "$1"'
+} > "$dir/restart.sh"
 export CXLT_TEST_REDIS_DIR="$dir"
+export CXLT_TEST_REDIS_RESTART="$dir/restart.sh"
 export CXLT_TEST_REDIS_SEEDS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}"
 export CXLT_TEST_REDIS_PORTS="${ports[*]}"
 "$test_bin" "$@"

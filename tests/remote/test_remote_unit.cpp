@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -246,6 +247,38 @@ TEST(RemoteRuntime, SilentServerTimesOut) {
   stop = true;
   acceptor.join();
   for (int fd : accepted) ::close(fd);
+  ::close(lfd);
+}
+
+// A peer that accepts, then closes its end (as a SIGKILLed server's kernel does): sending to
+// it must report the closed connection and never raise SIGPIPE, with the signal at its default
+// action (fatal) as in a host process that never heard of it.
+TEST(RemoteConn, SendToAClosedPeerIsAnErrorNotASignal) {
+  struct sigaction dfl{}, old{};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(lfd, reinterpret_cast<sockaddr *>(&a), &len);
+  Conn c;
+  std::string err;
+  const Deadline dl = Clock::now() + std::chrono::seconds(5);
+  ASSERT_TRUE(c.open("127.0.0.1", ntohs(a.sin_port), dl, Auth{}, &err)) << err;
+  int peer = ::accept(lfd, nullptr, nullptr);
+  ASSERT_GE(peer, 0);
+  ::close(peer);
+  // The first writes may still be taken by the kernel (the peer answers them with a reset);
+  // the ones after that fail with EPIPE, which is where SIGPIPE would be raised.
+  std::string payload(1 << 20, 'x');
+  Io io = Io::ok;
+  for (int i = 0; i < 64 && io == Io::ok; ++i) io = c.send(payload, dl);
+  EXPECT_EQ(io, Io::closed) << io_name(io);
+  ::sigaction(SIGPIPE, &old, nullptr);
   ::close(lfd);
 }
 

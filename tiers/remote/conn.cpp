@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // One connection to one Redis server (conn.hpp): non-blocking socket, poll() with deadlines,
-// writev() out, payloads read straight into their destination, hiredis for small replies.
+// sendmsg() out (MSG_NOSIGNAL: a peer that died gives EPIPE, never SIGPIPE for the host
+// process), payloads read straight into their destination, hiredis for small replies.
 #include "remote/conn.hpp"
 
 #include <hiredis/hiredis.h>
@@ -166,7 +167,12 @@ Io Conn::wait(short events, Deadline dl) {
 Io Conn::send(struct iovec *iov, int n, Deadline dl) {
   if (fd_ < 0) return Io::error;
   while (n > 0) {
-    ssize_t w = ::writev(fd_, iov, std::min(n, IOV_MAX));
+    // sendmsg rather than writev: only it takes MSG_NOSIGNAL. A library must not take a
+    // signal for its host, nor change the host's signal dispositions to avoid one.
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(std::min(n, IOV_MAX));
+    ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {

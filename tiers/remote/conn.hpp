@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // One connection to one Redis server: a non-blocking socket, every wait a poll() bounded by
-// the caller's deadline, writev() for requests (a value's bytes go from tier memory to the
+// the caller's deadline, sendmsg() for requests (a value's bytes go from tier memory to the
 // socket with no copy), and a small receive buffer that bulk payloads bypass: read_exact()
 // drains what is buffered, then reads the rest straight into the destination.
 //

@@ -154,7 +154,7 @@ private:
       ops[i].key = block_key(ns_, jobs[i].key);
       ops[i].head = &heads[i];
       ops[i].head_bytes = sizeof(ValueHeader);
-      ops[i].body = const_cast<void *>(jobs[i].src);  // only read (writev)
+      ops[i].body = const_cast<void *>(jobs[i].src);  // only read (sendmsg)
       ops[i].body_bytes = jobs[i].bytes;
     }
     cluster_.execute(ops.data(), n, Clock::now() + deadline_ * static_cast<int>(n));
