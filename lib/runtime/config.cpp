@@ -7,9 +7,9 @@
 #include <cxltier/units.hpp>
 
 #include "remote/value.hpp"
-#include "runtime/copy.hpp"
+#include "memory/copy.hpp"
 #include "runtime/remote.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #include <toml++/toml.h>
 

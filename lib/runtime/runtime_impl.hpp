@@ -10,10 +10,10 @@
 
 #include "policy/eviction.hpp"
 #include "policy/score_store.hpp"
-#include "runtime/copy.hpp"
-#include "runtime/pool.hpp"
+#include "memory/copy.hpp"
+#include "memory/pool.hpp"
 #include "runtime/remote.hpp"
-#include "tiers/backend.hpp"
+#include "memory/backend.hpp"
 #include "tiers/faulty/faulty.hpp"
 
 #include <cxltier/config.hpp>

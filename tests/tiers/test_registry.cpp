@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend registry and the ops-table rules: versions, mandatory ops, NOT_SUPPORTED
 // defaults, and clean answers for backends this build lacks (cuda; memkind when not built).
-#include "backend.hpp"
-#include "tier_ops.hpp"
+#include "memory/backend.hpp"
+#include "memory/tier_ops.hpp"
 #include "cuda/gpu.hpp"
 
 #include <cxltier/error.hpp>
@@ -32,8 +32,8 @@ cxlt_result_t dummy_capacity(void *, TierCapacity *out) {
   return CXLT_OK;
 }
 
-cxlt_tier_ops dummy_ops() {
-  return cxlt_tier_ops{CXLT_TIER_OPS_VERSION, "dummy", dummy_init, dummy_fini, dummy_alloc, dummy_free,
+TierOps dummy_ops() {
+  return TierOps{CXLT_TIER_OPS_VERSION, "dummy", dummy_init, dummy_fini, dummy_alloc, dummy_free,
                        dummy_capacity, nullptr, nullptr, nullptr, nullptr};
 }
 
@@ -55,7 +55,7 @@ TEST(Registry, ListsTheBuiltInBackends) {
   EXPECT_EQ(std::find(names.begin(), names.end(), "memkind"), names.end());
 #endif
   for (const std::string &n : names) {
-    const cxlt_tier_ops *ops = tier_ops_find(n, nullptr);
+    const TierOps *ops = tier_ops_find(n, nullptr);
     ASSERT_NE(ops, nullptr) << n;
     EXPECT_EQ(ops->version, CXLT_TIER_OPS_VERSION);
     EXPECT_EQ(n, ops->name);
@@ -89,7 +89,7 @@ TEST(Registry, CudaAnswersNotAvailable) {
 
 TEST(Registry, MemkindPresentOrExplained) {
   std::string why;
-  const cxlt_tier_ops *ops = tier_ops_find("memkind", &why);
+  const TierOps *ops = tier_ops_find("memkind", &why);
 #if CXLT_HAVE_MEMKIND
   EXPECT_NE(ops, nullptr);
 #else
@@ -108,7 +108,7 @@ TEST(Registry, UnknownNameListsKnownOnes) {
 }
 
 TEST(OpsTable, ValidateFillsOptionalOpsWithNotSupported) {
-  cxlt_tier_ops v = tier_ops_validate(dummy_ops());
+  TierOps v = tier_ops_validate(dummy_ops());
   ASSERT_NE(v.ext_copy_in, nullptr);
   EXPECT_EQ(v.ext_copy_in(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(v.ext_copy_out(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
@@ -119,19 +119,19 @@ TEST(OpsTable, ValidateFillsOptionalOpsWithNotSupported) {
     EXPECT_FALSE(tier_op_supported(v, op));
   }
   // The real backends say what they provide.
-  const cxlt_tier_ops *numa = tier_ops_find("numa", nullptr);
+  const TierOps *numa = tier_ops_find("numa", nullptr);
   EXPECT_TRUE(tier_op_supported(*numa, TierOp::verify_placement));
   EXPECT_FALSE(tier_op_supported(*numa, TierOp::copy_in));
-  const cxlt_tier_ops *null = tier_ops_find("null", nullptr);
+  const TierOps *null = tier_ops_find("null", nullptr);
   EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_in));
   EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_out));
-  const cxlt_tier_ops *emu = tier_ops_find("emulated", nullptr);
+  const TierOps *emu = tier_ops_find("emulated", nullptr);
   EXPECT_TRUE(tier_op_supported(*emu, TierOp::copy_in));
   EXPECT_FALSE(tier_op_supported(*emu, TierOp::verify_placement));
 }
 
 TEST(OpsTable, ValidateRejectsWrongVersionAndMissingOps) {
-  cxlt_tier_ops ops = dummy_ops();
+  TierOps ops = dummy_ops();
   ops.version = CXLT_TIER_OPS_VERSION + 1;
   try {
     (void)tier_ops_validate(ops);

@@ -18,7 +18,8 @@
 #include "cuda/gpu.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
@@ -259,7 +260,7 @@ cxlt_result_t cuda_capacity(void *state, TierCapacity *out) {
   return CXLT_OK;
 }
 
-bool is_cuda_ops(const cxlt_tier_ops *ops) { return ops != nullptr && std::strcmp(ops->name, "cuda") == 0; }
+bool is_cuda_ops(const TierOps *ops) { return ops != nullptr && std::strcmp(ops->name, "cuda") == 0; }
 
 // The kernel path for one gather or scatter between an arena and a contiguous block. Returns
 // NOT_SUPPORTED (nothing done) when it cannot be used, so the caller falls back to memcpy.
@@ -343,13 +344,13 @@ cxlt_result_t cuda_copy(CudaState *s, uint64_t dst, bool dst_dev, uint64_t src, 
   }
 }
 
-cxlt_result_t cuda_copy_in(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *src_ops) {
+cxlt_result_t cuda_copy_in(void *state, void *dst, const void *src, size_t bytes, const TierOps *src_ops) {
   auto *s = static_cast<CudaState *>(state);
   return cuda_copy(s, reinterpret_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), is_cuda_ops(src_ops),
                    bytes);
 }
 
-cxlt_result_t cuda_copy_out(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *dst_ops) {
+cxlt_result_t cuda_copy_out(void *state, void *dst, const void *src, size_t bytes, const TierOps *dst_ops) {
   auto *s = static_cast<CudaState *>(state);
   return cuda_copy(s, reinterpret_cast<uintptr_t>(dst), is_cuda_ops(dst_ops), reinterpret_cast<uintptr_t>(src), true,
                    bytes);
@@ -360,22 +361,22 @@ cxlt_result_t cuda_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kCudaOps = {
-    CXLT_TIER_OPS_VERSION,
-    "cuda",
-    cuda_initialize,
-    cuda_finalize,
-    cuda_alloc_extent,
-    cuda_free_extent,
-    cuda_capacity,
-    nullptr,  // ext_verify_placement: device memory is on its device by construction
-    cuda_copy_in,
-    cuda_copy_out,
-    cuda_describe,
+const TierOps kCudaOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "cuda",
+    .initialize = cuda_initialize,
+    .finalize = cuda_finalize,
+    .alloc_extent = cuda_alloc_extent,
+    .free_extent = cuda_free_extent,
+    .capacity = cuda_capacity,
+    .ext_verify_placement = nullptr,  // device memory is on its device by construction
+    .ext_copy_in = cuda_copy_in,
+    .ext_copy_out = cuda_copy_out,
+    .ext_describe = cuda_describe,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_cuda_ops() noexcept { return &kCudaOps; }
+const TierOps *tier_cuda_ops() noexcept { return &kCudaOps; }
 
 }  // namespace cxltier

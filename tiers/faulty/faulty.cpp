@@ -5,7 +5,8 @@
 // it always does when this tier is the destination.
 #include "faulty.hpp"
 
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cstring>
 #include <memory>
@@ -70,7 +71,7 @@ bool FaultControl::next_copy_fails() noexcept {
 namespace {
 
 struct FaultyState {
-  const cxlt_tier_ops *inner = nullptr;
+  const TierOps *inner = nullptr;
   void *inner_state = nullptr;
   std::shared_ptr<FaultControl> control;
   bool inner_is_host = false;  // the inner backend's extents are CPU-addressable memory
@@ -87,7 +88,7 @@ cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
       return CXLT_ERROR_INVALID_ARGUMENT;
     }
     std::string why;
-    const cxlt_tier_ops *inner = tier_ops_find(inner_name, &why);
+    const TierOps *inner = tier_ops_find(inner_name, &why);
     if (!inner) {
       backend_set_error("faulty backend: " + why);
       return CXLT_ERROR_NOT_SUPPORTED;
@@ -144,7 +145,7 @@ cxlt_result_t faulty_verify(void *state, const void *ptr, size_t bytes) {
   return s->inner->ext_verify_placement(s->inner_state, ptr, bytes);
 }
 
-cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *src_ops) {
+cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t bytes, const TierOps *src_ops) {
   auto *s = static_cast<FaultyState *>(state);
   if (s->control && s->control->next_copy_fails()) {
     bool src_host = src_ops == nullptr || (std::strcmp(src_ops->name, "null") != 0 &&
@@ -158,7 +159,7 @@ cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t byt
   return s->inner->ext_copy_in(s->inner_state, dst, src, bytes, src_ops);
 }
 
-cxlt_result_t faulty_copy_out(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *dst_ops) {
+cxlt_result_t faulty_copy_out(void *state, void *dst, const void *src, size_t bytes, const TierOps *dst_ops) {
   auto *s = static_cast<FaultyState *>(state);
   if (s->control && s->control->next_copy_fails()) {
     backend_set_error(s->who + ": injected copy failure (copy out of this tier, " + std::to_string(bytes) + " bytes)");
@@ -172,22 +173,22 @@ cxlt_result_t faulty_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kFaultyOps = {
-    CXLT_TIER_OPS_VERSION,
-    "faulty",
-    faulty_initialize,
-    faulty_finalize,
-    faulty_alloc_extent,
-    faulty_free_extent,
-    faulty_capacity,
-    faulty_verify,
-    faulty_copy_in,
-    faulty_copy_out,
-    faulty_describe,
+const TierOps kFaultyOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "faulty",
+    .initialize = faulty_initialize,
+    .finalize = faulty_finalize,
+    .alloc_extent = faulty_alloc_extent,
+    .free_extent = faulty_free_extent,
+    .capacity = faulty_capacity,
+    .ext_verify_placement = faulty_verify,
+    .ext_copy_in = faulty_copy_in,
+    .ext_copy_out = faulty_copy_out,
+    .ext_describe = faulty_describe,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_faulty_ops() noexcept { return &kFaultyOps; }
+const TierOps *tier_faulty_ops() noexcept { return &kFaultyOps; }
 
 }  // namespace cxltier

@@ -20,7 +20,7 @@
 //   1. D.ext_copy_in(dst, src, bytes, &S.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
 //   2. S.ext_copy_out(dst, src, bytes, &D.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
 //   3. both sides are host memory (CXLT_EXTENT_HOST): the runtime's own copy kernels
-//      (lib/runtime/copy.hpp), chosen per pair.
+//      (lib/memory/copy.hpp), chosen per pair.
 // A copy op may return NOT_SUPPORTED at call time without touching anything ("use your own
 // kernel"): the emulated backend does so when it is not paced, so its copies stay as fast as
 // the runtime's. Any other error means the copy failed and `dst` holds garbage.
@@ -91,7 +91,7 @@ struct TierCapacity {
   uint64_t allocated_bytes = 0;  // extents this backend instance handed out, not yet freed
 };
 
-struct cxlt_tier_ops {
+struct TierOps {
   uint32_t version;  // CXLT_TIER_OPS_VERSION
   const char *name;  // "numa", "memkind", "emulated", "null", "faulty", "cuda", ...
 
@@ -113,10 +113,10 @@ struct cxlt_tier_ops {
   // Copy `bytes` into this tier (dst is in this tier, src in `src_ops`' tier). See the copy
   // rule above: NOT_SUPPORTED means "not by me, use the next step".
   cxlt_result_t (*ext_copy_in)(void *state, void *dst, const void *src, size_t bytes,
-                               const cxlt_tier_ops *src_ops);
+                               const TierOps *src_ops);
   // Copy `bytes` out of this tier (src is in this tier, dst in `dst_ops`' tier).
   cxlt_result_t (*ext_copy_out)(void *state, void *dst, const void *src, size_t bytes,
-                                const cxlt_tier_ops *dst_ops);
+                                const TierOps *dst_ops);
   // A short description of what the backend chose (nodes, huge pages, kind, pacing). *out
   // stays valid until finalize.
   cxlt_result_t (*ext_describe)(void *state, const char **out);
@@ -126,31 +126,19 @@ struct cxlt_tier_ops {
 void backend_set_error(const std::string &message) noexcept;
 const std::string &backend_last_error() noexcept;
 
-// Registration (tiers/registry.cpp). Returns the validated table, or nullptr for an unknown
+// Registration: declared here, defined by tiers/registry.cpp (the one file that lists the
+// backends, linked into the same library). Returns the validated table, or nullptr for an unknown
 // name or a backend this build lacks (memkind not found at configure time, cuda not yet
 // written); `why` (may be nullptr) then says which and what to do.
-const cxlt_tier_ops *tier_ops_find(const std::string &name, std::string *why);
+const TierOps *tier_ops_find(const std::string &name, std::string *why);
 // Backends this build has, in registration order.
 std::vector<std::string> tier_ops_names();
-// Validate mandatory ops and the version; fill optional ones with NOT_SUPPORTED defaults.
+// Validate mandatory ops and the version (lib/memory/tier_ops.cpp); fill optional ones with NOT_SUPPORTED defaults.
 // Throws Error(CXLT_ERROR_BACKEND) naming the backend and the missing op.
-cxlt_tier_ops tier_ops_validate(const cxlt_tier_ops &ops);
+TierOps tier_ops_validate(const TierOps &ops);
 
 enum class TierOp { verify_placement, copy_in, copy_out, describe };
 // True if a validated table has a real `op` (not the NOT_SUPPORTED default).
-bool tier_op_supported(const cxlt_tier_ops &ops, TierOp op) noexcept;
-
-// The built-in backends' raw tables (registry.cpp validates them once).
-const cxlt_tier_ops *tier_numa_ops() noexcept;
-const cxlt_tier_ops *tier_emulated_ops() noexcept;
-const cxlt_tier_ops *tier_null_ops() noexcept;
-const cxlt_tier_ops *tier_faulty_ops() noexcept;
-#if CXLT_HAVE_MEMKIND
-const cxlt_tier_ops *tier_memkind_ops() noexcept;
-#endif
-#if CXLT_HAVE_CUDA_BUILD
-const cxlt_tier_ops *tier_cuda_ops() noexcept;       // tiers/cuda/cuda_backend.cpp
-const cxlt_tier_ops *tier_cuda_host_ops() noexcept;  // tiers/cuda/cuda_host.cpp
-#endif
+bool tier_op_supported(const TierOps &ops, TierOp op) noexcept;
 
 }  // namespace cxltier
