@@ -73,4 +73,11 @@ std::vector<std::string> tier_ops_names() {
   return names;
 }
 
+std::vector<std::string> tier_backend_choices() {
+  // Every backend folder's name, built or not, so that a configuration naming memkind or cuda
+  // in a build without them gets the registry's reason rather than "unknown". cuda-host is the
+  // pinning decorator the runtime applies by itself; no tier names it.
+  return {"numa", "memkind", "emulated", "null", "faulty", "cuda"};
+}
+
 }  // namespace cxltier

@@ -69,7 +69,8 @@ struct TierBackendParams {
   int cuda_device = -1;              // cuda: device ordinal (-1: 0); cuda-host: the GPU it pins for
   uint32_t kv_segments = 0;          // cuda: 0 keeps blocks contiguous; N > 0 lays extents out per
                                      // layer, N segments a block (tiers/cuda/kv_layout.hpp)
-  std::string inner_backend = "emulated";  // faulty: the backend it wraps (same params)
+  std::string inner_backend;         // decorators (CXLT_TRAIT_WRAPS_INNER): the backend wrapped
+                                     // (same params); empty: the decorator's own default
   std::shared_ptr<FaultControl> faults;    // faulty: what to inject (nullptr: nothing)
 };
 
@@ -90,6 +91,22 @@ struct TierCapacity {
   uint64_t free_bytes = 0;       // what the system reports free now (== total if unknown)
   uint64_t allocated_bytes = 0;  // extents this backend instance handed out, not yet freed
 };
+
+// Traits: what the core needs to know about a backend, so that it never compares names
+// (lib/memory/choose.hpp picks backends by them, the runtime decides copies and checks by them).
+#define CXLT_TRAIT_HOLDS_BYTES 1u        // extents keep what is written (the null backend's do not)
+#define CXLT_TRAIT_HOST_ADDRESSABLE 2u   // the CPU reads and writes extents (memcpy works)
+#define CXLT_TRAIT_DEVICE_MEMORY 4u      // extents are device memory: only the backend's copy ops move them
+#define CXLT_TRAIT_WRAPS_INNER 8u        // a decorator: opens params.inner_backend and passes through to it
+#define CXLT_TRAIT_COPIES_ITSELF 16u     // its copy ops always copy (never decline at call time)
+#define CXLT_TRAIT_BINDS_NODES 32u       // binds extents to the tier's NUMA nodes (a real placement)
+#define CXLT_TRAIT_PACES 64u             // paces copies into the tier when params.pace_mib_s > 0
+                                         // (ext_copy_in declines otherwise)
+#define CXLT_TRAIT_PINS_FOR_DEVICE 128u  // with WRAPS_INNER: pins the inner backend's extents for
+                                         // params.cuda_device's DMA
+#define CXLT_TRAIT_KV_LAYOUT 256u        // lays blocks out per layer (params.kv_segments)
+#define CXLT_TRAIT_INJECTS_FAULTS 512u   // injects failures as params.faults says (the runtime
+                                         // gives each such tier a FaultControl)
 
 struct TierOps {
   uint32_t version;  // CXLT_TIER_OPS_VERSION
@@ -120,11 +137,21 @@ struct TierOps {
   // A short description of what the backend chose (nodes, huge pages, kind, pacing). *out
   // stays valid until finalize.
   cxlt_result_t (*ext_describe)(void *state, const char **out);
+
+  uint32_t traits;  // CXLT_TRAIT_* above (0: none)
 };
 
 // Thread-local message for the last failing op of this thread.
 void backend_set_error(const std::string &message) noexcept;
 const std::string &backend_last_error() noexcept;
+
+// The project's backends that a tier's `backend` key may name, in this build or not (a name
+// this build lacks is refused at open with the registry's reason; decorators the runtime
+// applies by itself are not among them). Defined by tiers/registry.cpp.
+std::vector<std::string> tier_backend_choices();
+// A FaultControl for a tier whose backend has CXLT_TRAIT_INJECTS_FAULTS (defined by the
+// backend that injects them).
+std::shared_ptr<FaultControl> make_fault_control();
 
 // Registration: declared here, defined by tiers/registry.cpp (the one file that lists the
 // backends, linked into the same library). Returns the validated table, or nullptr for an unknown

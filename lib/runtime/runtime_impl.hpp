@@ -14,7 +14,6 @@
 #include "memory/pool.hpp"
 #include "runtime/remote.hpp"
 #include "memory/backend.hpp"
-#include "tiers/faulty/faulty.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/runtime.hpp>
@@ -47,7 +46,7 @@ struct TierRt {
   double latency_ns = 0;
   bool emulated = false;
   bool host = true;       // extents are CPU-addressable host memory
-  bool no_bytes = false;  // null backend
+  bool no_bytes = false;  // the backend holds no bytes (CXLT_TRAIT_HOLDS_BYTES unset)
   std::unique_ptr<TierBackend> backend;
   std::unique_ptr<BlockPool> pool;
   std::unique_ptr<EvictionPolicy> policy;

@@ -373,6 +373,7 @@ const TierOps kCudaOps = {
     .ext_copy_in = cuda_copy_in,
     .ext_copy_out = cuda_copy_out,
     .ext_describe = cuda_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_DEVICE_MEMORY | CXLT_TRAIT_COPIES_ITSELF | CXLT_TRAIT_KV_LAYOUT,
 };
 
 }  // namespace

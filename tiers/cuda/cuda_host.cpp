@@ -81,7 +81,7 @@ void read_tuning(HostPinState &s) {
 cxlt_result_t host_initialize(const TierBackendParams *params, void **state) {
   try {
     const int gpu = params->cuda_device < 0 ? 0 : params->cuda_device;
-    const std::string &inner_name = params->inner_backend;
+    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
     auto s = std::make_unique<HostPinState>();
     s->gpu = gpu;
     s->who = "cuda-host backend over '" + inner_name + "'" +
@@ -256,6 +256,7 @@ const TierOps kCudaHostOps = {
     .ext_copy_in = nullptr,  // host memory; the runtime's kernels or the cuda backend copy it
     .ext_copy_out = nullptr,
     .ext_describe = host_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_PINS_FOR_DEVICE,
 };
 
 }  // namespace

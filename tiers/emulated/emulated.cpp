@@ -142,6 +142,7 @@ const TierOps kEmulatedOps = {
     .ext_copy_in = emulated_copy_in,
     .ext_copy_out = nullptr,  // reading out of an emulated tier is not paced
     .ext_describe = emulated_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_PACES,
 };
 
 }  // namespace

@@ -81,8 +81,9 @@ struct FaultyState {
 
 cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
   try {
-    const std::string &inner_name = params->inner_backend;
-    if (inner_name == "faulty" || inner_name.empty()) {
+    // Empty: the emulated backend, so that `backend = "faulty"` alone runs on host memory.
+    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
+    if (inner_name == "faulty") {
       backend_set_error("faulty backend: inner_backend '" + inner_name +
                         "' must name another backend (numa, emulated, null, ...)");
       return CXLT_ERROR_INVALID_ARGUMENT;
@@ -185,10 +186,14 @@ const TierOps kFaultyOps = {
     .ext_copy_in = faulty_copy_in,
     .ext_copy_out = faulty_copy_out,
     .ext_describe = faulty_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_COPIES_ITSELF |
+               CXLT_TRAIT_INJECTS_FAULTS,
 };
 
 }  // namespace
 
 const TierOps *tier_faulty_ops() noexcept { return &kFaultyOps; }
+
+std::shared_ptr<FaultControl> make_fault_control() { return std::make_shared<FaultControl>(); }
 
 }  // namespace cxltier

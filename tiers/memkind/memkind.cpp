@@ -212,6 +212,7 @@ const TierOps kMemkindOps = {
     .ext_copy_in = nullptr,  // host memory
     .ext_copy_out = nullptr,
     .ext_describe = memkind_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_BINDS_NODES,
 };
 
 }  // namespace

@@ -91,6 +91,7 @@ const TierOps kNullOps = {
     .ext_copy_in = null_copy,  // nothing to write
     .ext_copy_out = null_copy,  // nothing to read; the destination is left as it was
     .ext_describe = null_describe,
+    .traits = CXLT_TRAIT_COPIES_ITSELF,
 };
 
 }  // namespace

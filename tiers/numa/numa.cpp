@@ -198,6 +198,7 @@ const TierOps kNumaOps = {
     .ext_copy_in = nullptr,  // plain host memory, the runtime's kernels (or move_pages) copy it
     .ext_copy_out = nullptr,
     .ext_describe = numa_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_BINDS_NODES,
 };
 
 }  // namespace
