@@ -6,7 +6,6 @@
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
 
-#include "remote/value.hpp"
 #include "memory/copy.hpp"
 #include "runtime/remote.hpp"
 #include "memory/tier_ops.hpp"

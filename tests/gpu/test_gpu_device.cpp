@@ -9,7 +9,7 @@
 // runs it where a GPU is available; expect first-run fixes.
 #include "memory/backend.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
 #include "memory/tier_ops.hpp"

@@ -6,7 +6,7 @@
 // the chunked-registration planner and its threaded executor, the PyTorch allocator's range
 // carving and its library's exports. Runs in every build, on every machine.
 #include "memory/backend.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/gpu_bench.hpp"
 #include "cuda/host_register.hpp"
 #include "cuda/kv_layout.hpp"

@@ -4,7 +4,7 @@
 #include "memory/backend.hpp"
 #include "memory/choose.hpp"
 #include "memory/tier_ops.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -15,7 +15,7 @@
 // "not available" path has run. See docs/gpu.md for what must be checked on a GPU.
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
 #include "memory/tier_ops.hpp"

@@ -20,7 +20,7 @@
 // NEVER RUN ON A GPU (2026-11-30): the planner and threaded executor are tested here with
 // mlock standing in for the driver (tests/gpu); cuMemHostRegister itself never ran.
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/host_register.hpp"
 #include "hostmem.hpp"
 #include "memory/tier_ops.hpp"

@@ -15,7 +15,7 @@
 // NEVER RUN ON A GPU (2026-11-30): no figure from it exists yet.
 #pragma once
 
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -4,7 +4,7 @@
 // where it has one, else the node sysfs reports for the PCI device).
 // NEVER RUN ON A GPU (2026-11-30): here only the "driver not available" paths have run.
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 namespace cxltier {
 
