@@ -75,7 +75,7 @@ struct WriteOut {
   void *ptr;
 };
 
-struct Runtime::Impl {
+struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (lib/cxltier.map)
   RuntimeConfig cfg;
   Topology topo;
   uint64_t block_bytes = 0;
