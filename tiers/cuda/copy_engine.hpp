@@ -8,8 +8,6 @@
 // bytes in place on return, so the cuda backend submits a block's segments as one batch and
 // waits for its event; several migration threads keep several batches in flight, and batches
 // of opposite directions overlap. The bench and the layout tests submit larger batches.
-//
-// NEVER RUN ON A GPU (2026-11-30). Written against the driver API documentation; see docs/gpu.md.
 #pragma once
 
 #include "cuda/driver.hpp"

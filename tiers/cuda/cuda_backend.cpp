@@ -10,9 +10,6 @@
 // address the pool computes (base + s * block) is then a handle, not the block's bytes, and
 // every copy gathers or scatters the N segments, by
 // batched cuMemcpyAsync (default) or by the kernel of kv_copy.cu (CXLT_CUDA_GATHER=kernel).
-//
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked; on this machine only initialize's
-// "not available" path has run. See docs/gpu.md for what must be checked on a GPU.
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
 #include "topology/gpu.hpp"

@@ -16,9 +16,6 @@
 //   CXLT_CUDA_REGISTER_CHUNK   largest single registration (size, default 64GiB)
 //   CXLT_CUDA_REGISTER_THREADS registering threads per extent (default 4)
 //   CXLT_CUDA_REGISTER_BUDGET_S seconds an extent's registration may take (default 600)
-//
-// NEVER RUN ON A GPU (2026-11-30): the planner and threaded executor are tested here with
-// mlock standing in for the driver (tests/gpu); cuMemHostRegister itself never ran.
 #include "cuda/driver.hpp"
 #include "topology/gpu.hpp"
 #include "cuda/host_register.hpp"

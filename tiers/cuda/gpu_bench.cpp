@@ -5,8 +5,6 @@
 // workers call them; baselines are one cuMemcpyAsync of the whole pass per direction from
 // cuMemAllocHost memory. Each run measures the baseline then the candidate, so drift in the
 // machine affects both. The bytes are checked after the last pass (host -> device -> host).
-//
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked only; tests/gpu/run-on-gpu.sh runs it.
 #include "memory/backend.hpp"
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
