@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Micro-benchmark: the copy kernels of lib/runtime/copy.hpp on 5 MiB blocks, against libc
+// Micro-benchmark: the copy kernels of lib/memory/copy.hpp on 5 MiB blocks, against libc
 // memcpy in the same binary. Source and destination rotate over 16 blocks each (80 MiB per
 // side, larger than the last-level cache), so the figures are memory bandwidth, not cache.
 // GB/s = 10^9 bytes copied per CPU second (bytes counted once), higher is better. The thread
 // is pinned (CXLT_BENCH_CPU, default 0).
-#include "runtime/copy.hpp"
+#include "memory/copy.hpp"
 
 #include <benchmark/benchmark.h>
 #include <sched.h>

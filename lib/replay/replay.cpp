@@ -8,6 +8,8 @@
 #include <cxltier/runtime.hpp>
 #include <cxltier/units.hpp>
 
+#include "memory/choose.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -69,6 +71,10 @@ RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::v
   cfg.huge_pages = HugePages::none;
   cfg.verify_placement = false;
   cfg.extent_blocks = 4096;  // null extents hold nothing: few, large ones keep the pool small
+  // The backend that holds no bytes and copies nothing: budgets count, copies cost nothing.
+  const TierOps *none = first_backend_with(CXLT_TRAIT_COPIES_ITSELF, CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_WRAPS_INNER);
+  if (none == nullptr) fail(CXLT_ERROR_NOT_SUPPORTED, "replay: this build has no backend that holds no bytes");
+  const std::string null_backend = none->name;
   for (size_t i = 0; i < tiers.size(); ++i) {
     TierConfig t;
     t.name = tiers[i].name;
@@ -78,7 +84,7 @@ RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::v
     // ceiling, and the runtime calls the tier's kind "unknown" (the replay reports its own).
     t.numa_nodes = {1023u - static_cast<unsigned>(i)};
     t.budget_bytes = tiers[i].budget_bytes;
-    t.backend = "null";
+    t.backend = null_backend;
     cfg.tiers.push_back(t);
   }
   return cfg;

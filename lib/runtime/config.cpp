@@ -6,10 +6,9 @@
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
 
-#include "remote/value.hpp"
-#include "runtime/copy.hpp"
+#include "memory/copy.hpp"
 #include "runtime/remote.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #include <toml++/toml.h>
 
@@ -177,19 +176,27 @@ std::optional<double> get_positive_or_unset(std::string_view v, const std::strin
 
 std::string opt_double_literal(const std::optional<double> &v) { return v ? fmt_double(*v) : std::string(); }
 
-const char *const kBackends[] = {"auto", "numa", "memkind", "emulated", "null", "faulty", "cuda"};
+// "auto" (lib/memory/choose.hpp), then every backend a tier may name (tiers/registry.cpp).
+const std::vector<std::string> &backend_choices() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v{"auto"};
+    for (const std::string &n : tier_backend_choices()) v.push_back(n);
+    return v;
+  }();
+  return names;
+}
 const char *const kLayouts[] = {"contiguous", "per-layer"};  // cuda backend (docs/gpu.md)
 const char *const kMemkindKinds[] = {"regular", "hbw", "hbw_all", "hbw_preferred",
                                      "dax_kmem", "dax_kmem_all", "dax_kmem_preferred"};
 
-template <size_t N>
-std::string pick(std::string_view v, const char *const (&names)[N], const std::string &what, const char *noun) {
+template <class Names>  // an array of const char *, or a vector of strings
+std::string pick(std::string_view v, const Names &names, const std::string &what, const char *noun) {
   std::string t(trim(v));
-  for (const char *n : names)
+  for (const auto &n : names)
     if (t == n) return t;
   std::string known;
   std::vector<std::string> cands;
-  for (const char *n : names) {
+  for (const auto &n : names) {
     known += (known.empty() ? "" : ", ") + std::string(n);
     cands.emplace_back(n);
   }
@@ -508,7 +515,7 @@ const Field kTierFields[] = {
        return (s.back() >= '0' && s.back() <= '9') ? s : toml_quote(s);
      }},
     {"backend", Type::text, false, "auto, numa, memkind, emulated, null, faulty, cuda",
-     CXLT_SET { (void)c; t->backend = pick(v, kBackends, what, "backend"); },
+     CXLT_SET { (void)c; t->backend = pick(v, backend_choices(), what, "backend"); },
      CXLT_GET { (void)c; return toml_quote(t->backend); }},
     {"memkind_kind", Type::text, false, "memkind backend: regular, hbw, dax_kmem, ...",
      CXLT_SET { (void)c; t->memkind_kind = pick(v, kMemkindKinds, what, "memkind kind"); },
@@ -1109,8 +1116,12 @@ void RuntimeConfig::validate() const {
     }
     if (t.budget_bytes != 0 && t.budget_bytes < block)
       bad(p + "budget", p, "budget = ", fmt_size(t.budget_bytes), " is smaller than one block (", format_bytes(block), ")");
-    if (std::find(std::begin(kBackends), std::end(kBackends), t.backend) == std::end(kBackends))
-      bad(p + "backend", p, "backend = '", t.backend, "' is not a known backend (known: auto, numa, memkind, emulated, null, faulty, cuda)");
+    if (const std::vector<std::string> &choices = backend_choices();
+        std::find(choices.begin(), choices.end(), t.backend) == choices.end()) {
+      std::string known;
+      for (const std::string &n : choices) known += (known.empty() ? "" : ", ") + n;
+      bad(p + "backend", p, "backend = '", t.backend, "' is not a known backend (known: ", known, ")");
+    }
     if (t.backend != "auto") {
       std::string why;
       if (tier_ops_find(t.backend, &why) == nullptr) bad(p + "backend", p, "backend = '", t.backend, "': ", why);

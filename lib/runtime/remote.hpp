@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace cxltier {
 
@@ -68,6 +69,15 @@ public:
 std::unique_ptr<RemoteTier> open_remote_tier(const RuntimeConfig &cfg);
 
 // The namespace the keys get ("model/80x8x128x2x16kv/bf16/tp0", or remote.namespace).
+// remote_namespace.cpp, as check_namespace().
 std::string remote_namespace(const RuntimeConfig &cfg);
 
 }  // namespace cxltier
+
+namespace cxltier::remote {
+
+// Why a namespace cannot be used ("" when it can): printable ASCII, no blank, no braces (a
+// hash tag would put every block of the namespace in one slot, on one server), 1-200 bytes.
+std::string check_namespace(std::string_view ns);
+
+}  // namespace cxltier::remote

@@ -668,9 +668,10 @@ std::string Runtime::copy_method(size_t from, size_t to) const {
   if (from >= m.tiers.size() || to >= m.tiers.size()) return "?";
   const TierRt &a = m.tiers[from], &b = m.tiers[to];
   if (a.no_bytes && b.no_bytes) return "none";
-  if (b.backend->supports(TierOp::copy_in) && b.backend_name != "emulated") return "backend:" + b.backend_name;
-  if (b.backend_name == "emulated" && b.backend->params().pace_mib_s > 0) return "backend:emulated-paced";
-  if (a.backend->supports(TierOp::copy_out) && a.backend_name != "emulated") return "backend:" + a.backend_name;
+  const uint32_t at = a.backend->ops().traits, bt = b.backend->ops().traits;
+  if (b.backend->supports(TierOp::copy_in) && (bt & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + b.backend_name;
+  if ((bt & CXLT_TRAIT_PACES) && b.backend->params().pace_mib_s > 0) return "backend:" + b.backend_name + "-paced";
+  if (a.backend->supports(TierOp::copy_out) && (at & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + a.backend_name;
   return copy_kernel_name(resolve_copy_kernel(to > from ? m.kernel_down : m.kernel_up));
 }
 

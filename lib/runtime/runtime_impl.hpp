@@ -10,11 +10,10 @@
 
 #include "policy/eviction.hpp"
 #include "policy/score_store.hpp"
-#include "runtime/copy.hpp"
-#include "runtime/pool.hpp"
+#include "memory/copy.hpp"
+#include "memory/pool.hpp"
 #include "runtime/remote.hpp"
-#include "tiers/backend.hpp"
-#include "tiers/faulty/faulty.hpp"
+#include "memory/backend.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/runtime.hpp>
@@ -47,7 +46,7 @@ struct TierRt {
   double latency_ns = 0;
   bool emulated = false;
   bool host = true;       // extents are CPU-addressable host memory
-  bool no_bytes = false;  // null backend
+  bool no_bytes = false;  // the backend holds no bytes (CXLT_TRAIT_HOLDS_BYTES unset)
   std::unique_ptr<TierBackend> backend;
   std::unique_ptr<BlockPool> pool;
   std::unique_ptr<EvictionPolicy> policy;
@@ -76,7 +75,7 @@ struct WriteOut {
   void *ptr;
 };
 
-struct Runtime::Impl {
+struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (lib/cxltier.map)
   RuntimeConfig cfg;
   Topology topo;
   uint64_t block_bytes = 0;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Opening and closing a runtime: the configured tiers resolved against the topology, one
 // backend, pool and policy index per tier, the score store (and its checkpoint), the threads.
+#include "memory/choose.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
@@ -80,13 +81,25 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     if (wanted.size() > CXLT_MAX_TIERS) wanted.resize(CXLT_MAX_TIERS);
   }
   const bool system_topology = m->topo.source == TopologySource::this_system;
-  // With a cuda tier, host tiers exchange blocks with that GPU: they are opened through the
-  // cuda-host decorator, which pins their extents for DMA in chunks (tiers/cuda/cuda_host.cpp).
+  // With a device-memory tier, host tiers exchange blocks with that GPU: choose_backend() opens
+  // them through the decorator that pins their extents for its DMA (lib/memory/choose.hpp).
+  auto wish_for = [&](const TierConfig &tc, const TierDesc *d) {
+    BackendWish w;
+    w.backend = tc.backend;
+    w.device_tier = d && d->cuda_device >= 0;
+    w.emulated = (!system_topology && !w.device_tier) || (d && d->emulated);  // GPUs are real
+    w.paced = tc.pace_mib_s > 0;
+    return w;
+  };
   int pin_for_gpu = -1;
   for (size_t i = 0; i < wanted.size() && pin_for_gpu < 0; ++i) {
     const TierDesc *d = match_tier(m->topo, wanted[i], i);
-    if (wanted[i].backend == "cuda" || (wanted[i].backend == "auto" && d && d->cuda_device >= 0))
-      pin_for_gpu = d && d->cuda_device >= 0 ? d->cuda_device : 0;
+    try {
+      if (choose_backend(wish_for(wanted[i], d)).traits & CXLT_TRAIT_DEVICE_MEMORY)
+        pin_for_gpu = d && d->cuda_device >= 0 ? d->cuda_device : 0;
+    } catch (const Error &e) {
+      fail(e.code(), "tiers.", i, ": ", e.what());
+    }
   }
   size_t null_tiers = 0;
   for (size_t i = 0; i < wanted.size(); ++i) {
@@ -96,13 +109,19 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     t.kind = tc.kind ? *tc.kind : (desc ? desc->kind : TierKind::unknown);
     t.name = !tc.name.empty() ? tc.name : tier_kind_name(t.kind);
     t.nodes = !tc.numa_nodes.empty() ? tc.numa_nodes : (desc ? desc->numa_nodes : std::vector<unsigned>{});
-    t.emulated = (!system_topology && !(desc && desc->cuda_device >= 0)) || (desc && desc->emulated);  // GPUs are real
+    BackendWish wish = wish_for(tc, desc);
+    wish.pin_for_device = pin_for_gpu >= 0;
+    t.emulated = wish.emulated;
     t.bandwidth_mib_s = tc.bandwidth_mib_s.value_or(desc && desc->bandwidth_mib_s ? *desc->bandwidth_mib_s : 0.0);
     t.latency_ns = tc.latency_ns.value_or(desc && desc->latency_ns ? *desc->latency_ns : 0.0);
-    t.backend_name = tc.backend == "auto"
-                         ? (desc && desc->cuda_device >= 0 ? "cuda" : t.emulated ? "emulated" : "numa")
-                         : tc.backend;
-    if (t.backend_name == "null") ++null_tiers;
+    BackendChoice choice;
+    try {
+      choice = choose_backend(wish);
+    } catch (const Error &e) {
+      fail(e.code(), "tiers.", i, " ('", t.name, "'): ", e.what());
+    }
+    t.backend_name = choice.name;
+    if (choice.ops && !(choice.traits & CXLT_TRAIT_HOLDS_BYTES)) ++null_tiers;
     uint64_t budget = tc.budget_bytes;
     if (budget == 0) {
       TierDesc d = desc ? *desc : TierDesc{};
@@ -125,20 +144,18 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     p.memkind_kind = tc.memkind_kind;
     p.cuda_device = desc && desc->cuda_device >= 0 ? desc->cuda_device : 0;
     if (tc.layout == "per-layer") {  // K and V of each layer apart, as engines keep them (docs/gpu.md)
-      if (t.backend_name != "cuda")
+      if (choice.ops && !(choice.traits & CXLT_TRAIT_KV_LAYOUT))
         fail(CXLT_ERROR_CONFIG, "tiers.", i, ".layout = per-layer: only the cuda backend lays blocks out per layer (tier '",
              t.name, "' uses ", t.backend_name, ")");
       p.kv_segments = cfg.geometry.layers * (cfg.geometry.k_and_v ? 2u : 1u);
     }
-    std::string open_as = t.backend_name;
-    if (pin_for_gpu >= 0 && (open_as == "numa" || open_as == "memkind" || (open_as == "emulated" && tc.pace_mib_s <= 0))) {
-      p.inner_backend = open_as;  // pinned for DMA with the runtime's GPU (a paced emulated tier keeps its pacing)
+    if (choice.wrapped) {
+      p.inner_backend = choice.name;  // pinned for DMA with the runtime's GPU (a paced tier keeps its pacing)
       p.cuda_device = pin_for_gpu;
-      open_as = "cuda-host";
     }
-    if (t.backend_name == "faulty") p.faults = std::make_shared<FaultControl>();
+    if (choice.traits & CXLT_TRAIT_INJECTS_FAULTS) p.faults = make_fault_control();
     try {
-      t.backend = std::make_unique<TierBackend>(open_as, p);
+      t.backend = std::make_unique<TierBackend>(choice.open_as, p);
     } catch (const Error &e) {
       fail(e.code() == CXLT_ERROR_NOT_SUPPORTED ? CXLT_ERROR_CONFIG : e.code(), "tiers.", i, " ('", t.name,
            "'): ", e.what());
@@ -147,8 +164,9 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     if (budget > cap.total_bytes)
       fail(CXLT_ERROR_CONFIG, "tiers.", i, ".budget = ", format_bytes(budget), " exceeds the capacity of tier '", t.name,
            "' (", format_bytes(cap.total_bytes), ", backend ", t.backend_name, ")");
-    t.no_bytes = t.backend_name == "null";
-    t.host = !t.no_bytes && t.backend_name != "cuda";  // device memory: only the cuda backend copies it
+    const uint32_t traits = t.backend->ops().traits;
+    t.no_bytes = !(traits & CXLT_TRAIT_HOLDS_BYTES);
+    t.host = !t.no_bytes && (traits & CXLT_TRAIT_HOST_ADDRESSABLE);  // device memory: only its backend copies it
     BlockPoolConfig pc;
     pc.name = t.name;
     pc.block_bytes = m->block_bytes;

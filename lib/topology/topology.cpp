@@ -5,7 +5,7 @@
 #include <cxltier/topology.hpp>
 #include <cxltier/units.hpp>
 
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "topology/classify.hpp"
 #include "topology/hwloc_load.hpp"
 

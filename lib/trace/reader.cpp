@@ -61,7 +61,7 @@ Format parse_format(std::string_view text) {
 
 uint32_t default_block_size_tokens(Format f) noexcept { return f == Format::mooncake ? 512 : 16; }
 
-struct Reader::Impl {
+struct __attribute__((visibility("hidden"))) Reader::Impl {  // not exported
   std::string path;
   ReaderOptions opt;
   Format fmt = Format::mooncake;

@@ -159,7 +159,7 @@ enum : uint8_t { kSink = 0, kRecent = 1, kHeavy = 2, kTail = 3, kUntouched = 255
 
 }  // namespace
 
-struct SyntheticWorkload::Impl {
+struct __attribute__((visibility("hidden"))) SyntheticWorkload::Impl {  // not exported
   SyntheticParams p;
   detail::Rng rng;
   uint64_t step = 0;

@@ -4,11 +4,12 @@
 // the two CUDA backends' tables; a -Dcuda=disabled build compiles it without them. These
 // definitions close that link without changing the export list: like the real ones they have
 // hidden visibility (the probe is built with -fvisibility=hidden), so nm -D never shows them.
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 namespace cxltier {
 
-const cxlt_tier_ops *tier_cuda_ops() noexcept { return nullptr; }       // never called: never loaded
-const cxlt_tier_ops *tier_cuda_host_ops() noexcept { return nullptr; }  // never called: never loaded
+const TierOps *tier_cuda_ops() noexcept { return nullptr; }       // never called: never loaded
+const TierOps *tier_cuda_host_ops() noexcept { return nullptr; }  // never called: never loaded
 
 }  // namespace cxltier

@@ -20,8 +20,6 @@
 # (device_check.sh calls `run` under an overall limit and prints the figures as JSON.)
 # The GPU machine there has nvcc, meson, ninja and PyTorch but no hwloc/numa/toml++ headers and
 # no network, which is why the binaries are built here and carried.
-#
-# NEVER RUN ON A GPU (2026-11-30): `prepare` ran on the development machine; `run` has not run.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

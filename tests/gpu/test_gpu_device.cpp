@@ -4,15 +4,12 @@
 // host registration in chunks, a clean failure for an oversized allocation, the C ABI, and the
 // PyTorch allocator library. Every test skips, saying why, where no CUDA driver or GPU is
 // present (this machine, CI). Built only with the CUDA tier.
-//
-// NEVER RUN ON A GPU (2026-11-30): written and compiled without one. tests/gpu/run-on-gpu.sh
-// runs it where a GPU is available; expect first-run fixes.
-#include "backend.hpp"
+#include "memory/backend.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #include "../runtime/runtime_test_util.hpp"
 

@@ -5,13 +5,13 @@
 // directory tree, GPU tiers placed in a topology, the per-layer copy plans run on host memory,
 // the chunked-registration planner and its threaded executor, the PyTorch allocator's range
 // carving and its library's exports. Runs in every build, on every machine.
-#include "backend.hpp"
-#include "cuda/gpu.hpp"
+#include "memory/backend.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/gpu_bench.hpp"
 #include "cuda/host_register.hpp"
 #include "cuda/kv_layout.hpp"
 #include "cuda/range_alloc.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #if CXLT_HAVE_CUDA_BUILD
 #include "cuda/driver.hpp"

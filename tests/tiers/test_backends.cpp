@@ -2,8 +2,8 @@
 // Every tier backend through the ops table: extents of real memory (or none, for null), bytes
 // that survive, capacity accounting, descriptions, the copy rule, and several threads calling
 // at once (backends claim thread safety).
-#include "backend.hpp"
-#include "runtime/copy.hpp"
+#include "memory/backend.hpp"
+#include "memory/copy.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

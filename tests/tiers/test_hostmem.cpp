@@ -2,7 +2,7 @@
 // Huge pages where the system offers them: explicit 2 MiB pages when free, else THP, else
 // 4 KiB, recorded in the extent flags. Each path is exercised where this machine allows it;
 // the fallbacks always are.
-#include "backend.hpp"
+#include "memory/backend.hpp"
 #include "hostmem.hpp"
 
 #include <cxltier/error.hpp>

@@ -3,7 +3,7 @@
 // machine has, so the multi-node QEMU guest exercises real placement), a node the machine
 // lacks refused at initialize (never a fallback to node 0), and a placement failure named
 // page by page.
-#include "backend.hpp"
+#include "memory/backend.hpp"
 #include "hostmem.hpp"
 #include "tiers_test_util.hpp"
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend registry and the ops-table rules: versions, mandatory ops, NOT_SUPPORTED
 // defaults, and clean answers for backends this build lacks (cuda; memkind when not built).
-#include "backend.hpp"
-#include "tier_ops.hpp"
-#include "cuda/gpu.hpp"
+#include "memory/backend.hpp"
+#include "memory/choose.hpp"
+#include "memory/tier_ops.hpp"
+#include "topology/gpu.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -32,9 +33,20 @@ cxlt_result_t dummy_capacity(void *, TierCapacity *out) {
   return CXLT_OK;
 }
 
-cxlt_tier_ops dummy_ops() {
-  return cxlt_tier_ops{CXLT_TIER_OPS_VERSION, "dummy", dummy_init, dummy_fini, dummy_alloc, dummy_free,
-                       dummy_capacity, nullptr, nullptr, nullptr, nullptr};
+TierOps dummy_ops() {
+  return TierOps{.version = CXLT_TIER_OPS_VERSION,
+                 .name = "dummy",
+                 .initialize = dummy_init,
+                 .finalize = dummy_fini,
+                 .alloc_extent = dummy_alloc,
+                 .free_extent = dummy_free,
+                 .capacity = dummy_capacity};
+}
+
+BackendWish wish(const char *backend) {
+  BackendWish w;
+  w.backend = backend;
+  return w;
 }
 
 }  // namespace
@@ -55,7 +67,7 @@ TEST(Registry, ListsTheBuiltInBackends) {
   EXPECT_EQ(std::find(names.begin(), names.end(), "memkind"), names.end());
 #endif
   for (const std::string &n : names) {
-    const cxlt_tier_ops *ops = tier_ops_find(n, nullptr);
+    const TierOps *ops = tier_ops_find(n, nullptr);
     ASSERT_NE(ops, nullptr) << n;
     EXPECT_EQ(ops->version, CXLT_TIER_OPS_VERSION);
     EXPECT_EQ(n, ops->name);
@@ -89,7 +101,7 @@ TEST(Registry, CudaAnswersNotAvailable) {
 
 TEST(Registry, MemkindPresentOrExplained) {
   std::string why;
-  const cxlt_tier_ops *ops = tier_ops_find("memkind", &why);
+  const TierOps *ops = tier_ops_find("memkind", &why);
 #if CXLT_HAVE_MEMKIND
   EXPECT_NE(ops, nullptr);
 #else
@@ -108,7 +120,7 @@ TEST(Registry, UnknownNameListsKnownOnes) {
 }
 
 TEST(OpsTable, ValidateFillsOptionalOpsWithNotSupported) {
-  cxlt_tier_ops v = tier_ops_validate(dummy_ops());
+  TierOps v = tier_ops_validate(dummy_ops());
   ASSERT_NE(v.ext_copy_in, nullptr);
   EXPECT_EQ(v.ext_copy_in(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(v.ext_copy_out(nullptr, nullptr, nullptr, 0, nullptr), CXLT_ERROR_NOT_SUPPORTED);
@@ -119,19 +131,19 @@ TEST(OpsTable, ValidateFillsOptionalOpsWithNotSupported) {
     EXPECT_FALSE(tier_op_supported(v, op));
   }
   // The real backends say what they provide.
-  const cxlt_tier_ops *numa = tier_ops_find("numa", nullptr);
+  const TierOps *numa = tier_ops_find("numa", nullptr);
   EXPECT_TRUE(tier_op_supported(*numa, TierOp::verify_placement));
   EXPECT_FALSE(tier_op_supported(*numa, TierOp::copy_in));
-  const cxlt_tier_ops *null = tier_ops_find("null", nullptr);
+  const TierOps *null = tier_ops_find("null", nullptr);
   EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_in));
   EXPECT_TRUE(tier_op_supported(*null, TierOp::copy_out));
-  const cxlt_tier_ops *emu = tier_ops_find("emulated", nullptr);
+  const TierOps *emu = tier_ops_find("emulated", nullptr);
   EXPECT_TRUE(tier_op_supported(*emu, TierOp::copy_in));
   EXPECT_FALSE(tier_op_supported(*emu, TierOp::verify_placement));
 }
 
 TEST(OpsTable, ValidateRejectsWrongVersionAndMissingOps) {
-  cxlt_tier_ops ops = dummy_ops();
+  TierOps ops = dummy_ops();
   ops.version = CXLT_TIER_OPS_VERSION + 1;
   try {
     (void)tier_ops_validate(ops);
@@ -164,4 +176,74 @@ TEST(OpsTable, BackendErrorIsThreadLocal) {
   t.join();
   EXPECT_EQ(other, "");
   EXPECT_EQ(backend_last_error(), "main thread message");
+}
+
+// The core chooses backends by their traits; these are the choices it made by name before.
+TEST(Choose, AutoPicksByTraits) {
+  EXPECT_EQ(choose_backend(wish("auto")).name, "numa");  // a real host tier: node binding
+  BackendWish w = wish("auto");
+  w.emulated = true;
+  EXPECT_EQ(choose_backend(w).name, "emulated");  // a stand-in without binding
+  w = wish("auto");
+  w.device_tier = true;
+#if CXLT_HAVE_CUDA_BUILD
+  EXPECT_EQ(choose_backend(w).name, "cuda");
+#else
+  try {
+    choose_backend(w);
+    FAIL() << "a device tier chose a backend in a build without one";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_CONFIG);
+    EXPECT_TRUE(contains(e.what(), "device memory")) << e.what();
+  }
+#endif
+  // Named backends are taken as named, even one this build lacks (opening it explains).
+  BackendChoice c = choose_backend(wish("no-such-backend"));
+  EXPECT_EQ(c.name, "no-such-backend");
+  EXPECT_EQ(c.ops, nullptr);
+  EXPECT_FALSE(c.wrapped);
+}
+
+TEST(Choose, HostTiersArePinnedForADeviceUnlessTheyCopyThemselves) {
+  for (const char *n : {"numa", "emulated", "null", "faulty"}) {
+    BackendWish w = wish(n);
+    w.pin_for_device = true;
+    const BackendChoice c = choose_backend(w);
+    EXPECT_EQ(c.name, n);
+    const bool pinned = std::string(n) == "numa" || std::string(n) == "emulated";
+#if CXLT_HAVE_CUDA_BUILD
+    EXPECT_EQ(c.wrapped, pinned) << n;
+    EXPECT_EQ(c.open_as, pinned ? "cuda-host" : n) << n;
+#else
+    (void)pinned;
+    EXPECT_FALSE(c.wrapped) << n << ": no pinning decorator in this build";
+    EXPECT_EQ(c.open_as, n);
+#endif
+  }
+  BackendWish paced = wish("emulated");  // a paced tier keeps its own copy path
+  paced.pin_for_device = true;
+  paced.paced = true;
+  EXPECT_FALSE(choose_backend(paced).wrapped);
+  EXPECT_FALSE(choose_backend(wish("numa")).wrapped);  // no device tier: nothing to pin for
+}
+
+TEST(Choose, TraitsOfTheBuiltInBackends) {
+  const TierOps *null = first_backend_with(CXLT_TRAIT_COPIES_ITSELF, CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_WRAPS_INNER);
+  ASSERT_NE(null, nullptr);
+  EXPECT_STREQ(null->name, "null");  // what replay runs on
+  const TierOps *faulty = tier_ops_find("faulty", nullptr);
+  ASSERT_NE(faulty, nullptr);
+  EXPECT_TRUE(faulty->traits & CXLT_TRAIT_INJECTS_FAULTS);
+  EXPECT_TRUE(faulty->traits & CXLT_TRAIT_WRAPS_INNER);
+  for (const std::string &n : tier_ops_names()) {
+    const uint32_t t = tier_ops_find(n, nullptr)->traits;
+    // Device memory is never host-addressable; a decorator that pins wraps something.
+    EXPECT_FALSE((t & CXLT_TRAIT_DEVICE_MEMORY) && (t & CXLT_TRAIT_HOST_ADDRESSABLE)) << n;
+    EXPECT_TRUE(!(t & CXLT_TRAIT_PINS_FOR_DEVICE) || (t & CXLT_TRAIT_WRAPS_INNER)) << n;
+    // Every backend a tier may name is one the configuration accepts.
+    if (!(t & CXLT_TRAIT_PINS_FOR_DEVICE)) {
+      const std::vector<std::string> choices = tier_backend_choices();
+      EXPECT_NE(std::find(choices.begin(), choices.end(), n), choices.end()) << n;
+    }
+  }
 }

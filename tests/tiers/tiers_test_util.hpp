@@ -4,7 +4,7 @@
 #pragma once
 
 #include "faulty/faulty.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #include "cxlt_config.h"
 

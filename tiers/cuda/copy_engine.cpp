@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // CopyEngine: per-direction streams, batched cuMemcpy*Async, one event per batch, an event pool.
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked only. See copy_engine.hpp.
 #include "cuda/copy_engine.hpp"
 
 #include <cxltier/error.hpp>

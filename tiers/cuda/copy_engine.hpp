@@ -4,12 +4,10 @@
 // non-blocking streams ("lanes"), so the GPU's copy engines run both directions at once; a
 // batch of segments is enqueued back to back and one event marks its end.
 //
-// The runtime's copy rule (tiers/tier_ops.hpp) calls a backend once per block and expects the
+// The runtime's copy rule (lib/memory/tier_ops.hpp) calls a backend once per block and expects the
 // bytes in place on return, so the cuda backend submits a block's segments as one batch and
 // waits for its event; several migration threads keep several batches in flight, and batches
 // of opposite directions overlap. The bench and the layout tests submit larger batches.
-//
-// NEVER RUN ON A GPU (2026-11-30). Written against the driver API documentation; see docs/gpu.md.
 #pragma once
 
 #include "cuda/driver.hpp"

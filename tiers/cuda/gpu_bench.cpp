@@ -5,9 +5,7 @@
 // workers call them; baselines are one cuMemcpyAsync of the whole pass per direction from
 // cuMemAllocHost memory. Each run measures the baseline then the candidate, so drift in the
 // machine affects both. The bytes are checked after the last pass (host -> device -> host).
-//
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked only; tests/gpu/run-on-gpu.sh runs it.
-#include "backend.hpp"
+#include "memory/backend.hpp"
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/gpu_bench.hpp"
@@ -138,7 +136,7 @@ void measure_device(const GpuDevice &gpu, const Params &p, std::vector<Row> &row
   const auto dA_ptr = static_cast<cuda::CUdeviceptr>(reinterpret_cast<uintptr_t>(dA));
   const auto dB_ptr = static_cast<cuda::CUdeviceptr>(reinterpret_cast<uintptr_t>(dB));
 
-  const cxlt_tier_ops &dops = dev.ops(), &hops = host.ops();
+  const TierOps &dops = dev.ops(), &hops = host.ops();
   void *dstate = dev.state();
   const std::string per_block = "cuda backend, 1 block per call, " + std::to_string(p.threads) + " thread(s)";
   const std::string plain = "cuMemcpyAsync of the pass from cuMemAllocHost memory, one stream per direction";

@@ -12,10 +12,9 @@
 // Called by `cxltier gpu --bench` (tools/cmd_gpu.cpp) and meant for `cxltier bench` to call
 // when gpu_discovery().available (issue 5's command; see docs/gpu.md). Same declarations in
 // every build; without the CUDA tier or a driver the result says why and has no rows.
-// NEVER RUN ON A GPU (2026-11-30): no figure from it exists yet.
 #pragma once
 
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -2,9 +2,8 @@
 // GPU discovery through the dlopen'ed driver (builds with the CUDA tier): count, name, memory,
 // PCI bus id, copy engines, and the nearest host NUMA node (the driver's HOST_NUMA_ID attribute
 // where it has one, else the node sysfs reports for the PCI device).
-// NEVER RUN ON A GPU (2026-11-30): here only the "driver not available" paths have run.
 #include "cuda/driver.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 namespace cxltier {
 

@@ -9,9 +9,6 @@
 // over PCIe or NVLink-C2C, as LMCache's transfer kernels do) or device memory.
 // Grid: x = segment (2L), y = blocks per segment; 256 threads per block, 16-byte loads and
 // stores when all three of source, destination and E are 16-byte aligned, else bytes.
-//
-// NEVER RUN ON A GPU (2026-11-30): compiled for sm_80, sm_90 and compute_90 PTX only. Whether it
-// beats batched cuMemcpyAsync (copy engines, no SMs) is unmeasured; see docs/gpu.md.
 
 namespace {
 

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // Loading the embedded gather/scatter fatbin and launching its kernels (see kv_kernels.hpp).
-// NEVER RUN ON A GPU (2026-11-30): compiled and linked only.
 #include "cuda/kv_kernels.hpp"
 
 #include <algorithm>

@@ -3,7 +3,6 @@
 // a context with cuModuleLoadData. If loading fails (a GPU older than the fatbin's sm_80, a
 // driver too old for its PTX), available() is false, why() says so, and callers use batched
 // cuMemcpyAsync instead.
-// NEVER RUN ON A GPU (2026-11-30).
 #pragma once
 
 #include "cuda/driver.hpp"

@@ -9,9 +9,6 @@
 // Limits: CXLT_TORCH_MAX_BYTES (bytes, optional K/M/G/T suffix meaning KiB..TiB) caps what is
 // reserved per device. Segments are never returned to the driver while any range in them is
 // live; empty ones are released when a new segment does not fit.
-//
-// NEVER RUN ON A GPU OR UNDER PYTORCH (2026-11-30): compiled and linked only; the carving is
-// tested without a GPU (tests/gpu/test_gpu_nodevice.cpp, RangeAllocator).
 #include "cuda/driver.hpp"
 #include "cuda/range_alloc.hpp"
 #include "cuda/torch_allocator.h"

@@ -5,7 +5,7 @@
  * (examples/torch_allocator.py). Device memory comes from large segments (cuMemAlloc through
  * the dlopen'ed driver, at least 256 MiB each) carved best-fit; a freed range is reused on its
  * own stream at once and on other streams once an event recorded at free time has completed.
- * Built only with the CUDA tier. NEVER RUN ON A GPU OR UNDER PYTORCH (2026-11-30).
+ * Built only with the CUDA tier (what has run where: docs/gpu.md, "Status").
  */
 #ifndef CXLTIER_TORCH_ALLOCATOR_H
 #define CXLTIER_TORCH_ALLOCATOR_H

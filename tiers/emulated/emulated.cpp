@@ -4,8 +4,9 @@
 // it take at least bytes / pace_mib_s, shared by all threads as one link, for demonstrations.
 // It never claims placement: ext_describe says it is emulated.
 #include "hostmem.hpp"
-#include "runtime/copy.hpp"
-#include "tier_ops.hpp"
+#include "memory/copy.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/units.hpp>
 
@@ -106,7 +107,7 @@ cxlt_result_t emulated_capacity(void *state, TierCapacity *out) {
 }
 
 cxlt_result_t emulated_copy_in(void *state, void *dst, const void *src, size_t bytes,
-                               const cxlt_tier_ops *) {
+                               const TierOps *) {
   auto *s = static_cast<EmulatedState *>(state);
   if (s->pace_mib_s <= 0) return CXLT_ERROR_NOT_SUPPORTED;  // unpaced: the runtime's kernel
   // Reserve this copy's slot on the shared link first, so threads queue as on one device.
@@ -129,22 +130,23 @@ cxlt_result_t emulated_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kEmulatedOps = {
-    CXLT_TIER_OPS_VERSION,
-    "emulated",
-    emulated_initialize,
-    emulated_finalize,
-    emulated_alloc_extent,
-    emulated_free_extent,
-    emulated_capacity,
-    nullptr,  // ext_verify_placement: there is no real placement to verify
-    emulated_copy_in,
-    nullptr,  // ext_copy_out: reading out of an emulated tier is not paced
-    emulated_describe,
+const TierOps kEmulatedOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "emulated",
+    .initialize = emulated_initialize,
+    .finalize = emulated_finalize,
+    .alloc_extent = emulated_alloc_extent,
+    .free_extent = emulated_free_extent,
+    .capacity = emulated_capacity,
+    .ext_verify_placement = nullptr,  // there is no real placement to verify
+    .ext_copy_in = emulated_copy_in,
+    .ext_copy_out = nullptr,  // reading out of an emulated tier is not paced
+    .ext_describe = emulated_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_PACES,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_emulated_ops() noexcept { return &kEmulatedOps; }
+const TierOps *tier_emulated_ops() noexcept { return &kEmulatedOps; }
 
 }  // namespace cxltier

@@ -5,7 +5,8 @@
 // it always does when this tier is the destination.
 #include "faulty.hpp"
 
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cstring>
 #include <memory>
@@ -70,7 +71,7 @@ bool FaultControl::next_copy_fails() noexcept {
 namespace {
 
 struct FaultyState {
-  const cxlt_tier_ops *inner = nullptr;
+  const TierOps *inner = nullptr;
   void *inner_state = nullptr;
   std::shared_ptr<FaultControl> control;
   bool inner_is_host = false;  // the inner backend's extents are CPU-addressable memory
@@ -80,14 +81,15 @@ struct FaultyState {
 
 cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
   try {
-    const std::string &inner_name = params->inner_backend;
-    if (inner_name == "faulty" || inner_name.empty()) {
+    // Empty: the emulated backend, so that `backend = "faulty"` alone runs on host memory.
+    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
+    if (inner_name == "faulty") {
       backend_set_error("faulty backend: inner_backend '" + inner_name +
                         "' must name another backend (numa, emulated, null, ...)");
       return CXLT_ERROR_INVALID_ARGUMENT;
     }
     std::string why;
-    const cxlt_tier_ops *inner = tier_ops_find(inner_name, &why);
+    const TierOps *inner = tier_ops_find(inner_name, &why);
     if (!inner) {
       backend_set_error("faulty backend: " + why);
       return CXLT_ERROR_NOT_SUPPORTED;
@@ -144,7 +146,7 @@ cxlt_result_t faulty_verify(void *state, const void *ptr, size_t bytes) {
   return s->inner->ext_verify_placement(s->inner_state, ptr, bytes);
 }
 
-cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *src_ops) {
+cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t bytes, const TierOps *src_ops) {
   auto *s = static_cast<FaultyState *>(state);
   if (s->control && s->control->next_copy_fails()) {
     bool src_host = src_ops == nullptr || (std::strcmp(src_ops->name, "null") != 0 &&
@@ -158,7 +160,7 @@ cxlt_result_t faulty_copy_in(void *state, void *dst, const void *src, size_t byt
   return s->inner->ext_copy_in(s->inner_state, dst, src, bytes, src_ops);
 }
 
-cxlt_result_t faulty_copy_out(void *state, void *dst, const void *src, size_t bytes, const cxlt_tier_ops *dst_ops) {
+cxlt_result_t faulty_copy_out(void *state, void *dst, const void *src, size_t bytes, const TierOps *dst_ops) {
   auto *s = static_cast<FaultyState *>(state);
   if (s->control && s->control->next_copy_fails()) {
     backend_set_error(s->who + ": injected copy failure (copy out of this tier, " + std::to_string(bytes) + " bytes)");
@@ -172,22 +174,26 @@ cxlt_result_t faulty_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kFaultyOps = {
-    CXLT_TIER_OPS_VERSION,
-    "faulty",
-    faulty_initialize,
-    faulty_finalize,
-    faulty_alloc_extent,
-    faulty_free_extent,
-    faulty_capacity,
-    faulty_verify,
-    faulty_copy_in,
-    faulty_copy_out,
-    faulty_describe,
+const TierOps kFaultyOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "faulty",
+    .initialize = faulty_initialize,
+    .finalize = faulty_finalize,
+    .alloc_extent = faulty_alloc_extent,
+    .free_extent = faulty_free_extent,
+    .capacity = faulty_capacity,
+    .ext_verify_placement = faulty_verify,
+    .ext_copy_in = faulty_copy_in,
+    .ext_copy_out = faulty_copy_out,
+    .ext_describe = faulty_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_COPIES_ITSELF |
+               CXLT_TRAIT_INJECTS_FAULTS,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_faulty_ops() noexcept { return &kFaultyOps; }
+const TierOps *tier_faulty_ops() noexcept { return &kFaultyOps; }
+
+std::shared_ptr<FaultControl> make_fault_control() { return std::make_shared<FaultControl>(); }
 
 }  // namespace cxltier

@@ -6,7 +6,8 @@
 // memkind reads MEMKIND_HBW_NODES / MEMKIND_DAX_KMEM_NODES once, at its first use of a kind:
 // set them before the process starts to make those kinds usable on a one-node host.
 #include "hostmem.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/units.hpp>
 
@@ -199,22 +200,23 @@ cxlt_result_t memkind_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kMemkindOps = {
-    CXLT_TIER_OPS_VERSION,
-    "memkind",
-    memkind_initialize,
-    memkind_finalize,
-    memkind_alloc_extent,
-    memkind_free_extent,
-    memkind_capacity,
-    memkind_verify,
-    nullptr,  // ext_copy_in: host memory
-    nullptr,  // ext_copy_out
-    memkind_describe,
+const TierOps kMemkindOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "memkind",
+    .initialize = memkind_initialize,
+    .finalize = memkind_finalize,
+    .alloc_extent = memkind_alloc_extent,
+    .free_extent = memkind_free_extent,
+    .capacity = memkind_capacity,
+    .ext_verify_placement = memkind_verify,
+    .ext_copy_in = nullptr,  // host memory
+    .ext_copy_out = nullptr,
+    .ext_describe = memkind_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_BINDS_NODES,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_memkind_ops() noexcept { return &kMemkindOps; }
+const TierOps *tier_memkind_ops() noexcept { return &kMemkindOps; }
 
 }  // namespace cxltier

@@ -2,7 +2,8 @@
 // The null tier backend: no bytes at all. Extents have base nullptr (only their size counts
 // against budgets), copies do nothing, so a trace replays through the same runtime code at
 // full speed. A block read out of a null tier leaves its destination as it was.
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -71,29 +72,30 @@ cxlt_result_t null_capacity(void *state, TierCapacity *out) {
   return CXLT_OK;
 }
 
-cxlt_result_t null_copy(void *, void *, const void *, size_t, const cxlt_tier_ops *) { return CXLT_OK; }
+cxlt_result_t null_copy(void *, void *, const void *, size_t, const TierOps *) { return CXLT_OK; }
 
 cxlt_result_t null_describe(void *state, const char **out) {
   *out = static_cast<NullState *>(state)->description.c_str();
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kNullOps = {
-    CXLT_TIER_OPS_VERSION,
-    "null",
-    null_initialize,
-    null_finalize,
-    null_alloc_extent,
-    null_free_extent,
-    null_capacity,
-    nullptr,    // ext_verify_placement: nothing is placed
-    null_copy,  // ext_copy_in: nothing to write
-    null_copy,  // ext_copy_out: nothing to read; the destination is left as it was
-    null_describe,
+const TierOps kNullOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "null",
+    .initialize = null_initialize,
+    .finalize = null_finalize,
+    .alloc_extent = null_alloc_extent,
+    .free_extent = null_free_extent,
+    .capacity = null_capacity,
+    .ext_verify_placement = nullptr,  // nothing is placed
+    .ext_copy_in = null_copy,  // nothing to write
+    .ext_copy_out = null_copy,  // nothing to read; the destination is left as it was
+    .ext_describe = null_describe,
+    .traits = CXLT_TRAIT_COPIES_ITSELF,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_null_ops() noexcept { return &kNullOps; }
+const TierOps *tier_null_ops() noexcept { return &kNullOps; }
 
 }  // namespace cxltier

@@ -4,7 +4,8 @@
 // It never uses numa_alloc_onnode, which silently falls back to another node when the asked
 // one is full or missing; a node this machine lacks is refused at initialize.
 #include "hostmem.hpp"
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
+#include "tiers/registry.hpp"
 
 #include <cxltier/units.hpp>
 
@@ -185,22 +186,23 @@ cxlt_result_t numa_describe(void *state, const char **out) {
   return CXLT_OK;
 }
 
-const cxlt_tier_ops kNumaOps = {
-    CXLT_TIER_OPS_VERSION,
-    "numa",
-    numa_initialize,
-    numa_finalize,
-    numa_alloc_extent,
-    numa_free_extent,
-    numa_capacity,
-    numa_verify,
-    nullptr,  // ext_copy_in: plain host memory, the runtime's kernels (or move_pages) copy it
-    nullptr,  // ext_copy_out
-    numa_describe,
+const TierOps kNumaOps = {
+    .version = CXLT_TIER_OPS_VERSION,
+    .name = "numa",
+    .initialize = numa_initialize,
+    .finalize = numa_finalize,
+    .alloc_extent = numa_alloc_extent,
+    .free_extent = numa_free_extent,
+    .capacity = numa_capacity,
+    .ext_verify_placement = numa_verify,
+    .ext_copy_in = nullptr,  // plain host memory, the runtime's kernels (or move_pages) copy it
+    .ext_copy_out = nullptr,
+    .ext_describe = numa_describe,
+    .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_BINDS_NODES,
 };
 
 }  // namespace
 
-const cxlt_tier_ops *tier_numa_ops() noexcept { return &kNumaOps; }
+const TierOps *tier_numa_ops() noexcept { return &kNumaOps; }
 
 }  // namespace cxltier

@@ -6,6 +6,8 @@
 // the payload (XXH3-64): any mismatch makes the read a miss, never a block.
 #pragma once
 
+#include "runtime/remote.hpp"
+
 #include <cxltier/key.hpp>
 
 #include <cstddef>
@@ -43,8 +45,6 @@ bool check_payload(const ValueHeader &h, const void *payload, size_t bytes) noex
 uint64_t namespace_hash(std::string_view ns) noexcept;
 // "cxlt:<ns>:<hex>".
 std::string block_key(std::string_view ns, const Key &key);
-// Why a namespace cannot be used ("" when it can): printable ASCII, no blank, no braces (a
-// hash tag would put every block of the namespace in one slot, on one server), 1-200 bytes.
-std::string check_namespace(std::string_view ns);
+// check_namespace() is the core's (lib/runtime/remote.hpp).
 
 }  // namespace cxltier::remote

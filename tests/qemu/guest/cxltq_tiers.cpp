@@ -7,9 +7,9 @@
 // its pages are on the new tier's nodes and its bytes are intact. Run for hugetlb-first extents
 // (the guest reserves 2 MiB pages on every node) and for 4 KiB pages.
 // Last output line: the detail; exit status 0 pass, 1 fail, 77 skip (fewer than two tiers).
-#include "runtime/copy.hpp"
-#include "runtime/pool.hpp"
-#include "tiers/backend.hpp"
+#include "memory/copy.hpp"
+#include "memory/pool.hpp"
+#include "memory/backend.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/topology.hpp>

@@ -2,7 +2,7 @@
 // C ABI: cxlt_gpu_count and cxlt_gpu_info, the same in every build (discovery answers "not
 // available" when the build has no CUDA tier or the machine no driver).
 #include "capi/guard.hpp"
-#include "cuda/gpu.hpp"
+#include "topology/gpu.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/error.hpp>

@@ -5,7 +5,7 @@
 // available for hot paths.
 #pragma once
 
-#include "tier_ops.hpp"
+#include "memory/tier_ops.hpp"
 
 #include <string>
 
@@ -20,7 +20,7 @@ public:
   TierBackend(const TierBackend &) = delete;
   TierBackend &operator=(const TierBackend &) = delete;
 
-  const cxlt_tier_ops &ops() const noexcept { return ops_; }
+  const TierOps &ops() const noexcept { return ops_; }
   void *state() const noexcept { return state_; }
   const std::string &name() const noexcept { return name_; }
   const TierBackendParams &params() const noexcept { return params_; }
@@ -44,7 +44,7 @@ private:
 
   std::string name_;
   TierBackendParams params_;
-  cxlt_tier_ops ops_{};
+  TierOps ops_{};
   void *state_ = nullptr;
 };
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // GPU discovery for the rest of the library (topology, runtime, C ABI, CLI), the same
-// declarations in every build: with the CUDA tier built (meson option `cuda`) discovery asks
-// the dlopen'ed driver; without it, it answers "not available: this build has no CUDA tier".
-// Internal (tiers/cuda); the public face is append_gpu_tiers() in <cxltier/topology.hpp> and
-// cxlt_gpu_count / cxlt_gpu_info in <cxltier/cxltier.h>.
+// declarations in every build. Declared here in the core, defined by tiers/cuda: with the CUDA
+// tier built (meson option `cuda`) gpu_discover.cpp asks the dlopen'ed driver; without it
+// gpu_off.cpp answers "not available: this build has no CUDA tier"; gpu_common.cpp holds what
+// needs no driver. Internal; the public face is append_gpu_tiers() in <cxltier/topology.hpp>
+// and cxlt_gpu_count / cxlt_gpu_info in <cxltier/cxltier.h>.
 #pragma once
 
 #include <cxltier/topology.hpp>

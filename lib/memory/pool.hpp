@@ -10,7 +10,7 @@
 #pragma once
 
 #include "core/assert.hpp"
-#include "tiers/backend.hpp"
+#include "memory/backend.hpp"
 
 #include <cxltier/cxltier.h>
 

@@ -20,7 +20,7 @@
 //   1. D.ext_copy_in(dst, src, bytes, &S.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
 //   2. S.ext_copy_out(dst, src, bytes, &D.ops); if that returns CXLT_ERROR_NOT_SUPPORTED,
 //   3. both sides are host memory (CXLT_EXTENT_HOST): the runtime's own copy kernels
-//      (lib/runtime/copy.hpp), chosen per pair.
+//      (lib/memory/copy.hpp), chosen per pair.
 // A copy op may return NOT_SUPPORTED at call time without touching anything ("use your own
 // kernel"): the emulated backend does so when it is not paced, so its copies stay as fast as
 // the runtime's. Any other error means the copy failed and `dst` holds garbage.
@@ -69,7 +69,8 @@ struct TierBackendParams {
   int cuda_device = -1;              // cuda: device ordinal (-1: 0); cuda-host: the GPU it pins for
   uint32_t kv_segments = 0;          // cuda: 0 keeps blocks contiguous; N > 0 lays extents out per
                                      // layer, N segments a block (tiers/cuda/kv_layout.hpp)
-  std::string inner_backend = "emulated";  // faulty: the backend it wraps (same params)
+  std::string inner_backend;         // decorators (CXLT_TRAIT_WRAPS_INNER): the backend wrapped
+                                     // (same params); empty: the decorator's own default
   std::shared_ptr<FaultControl> faults;    // faulty: what to inject (nullptr: nothing)
 };
 
@@ -91,7 +92,23 @@ struct TierCapacity {
   uint64_t allocated_bytes = 0;  // extents this backend instance handed out, not yet freed
 };
 
-struct cxlt_tier_ops {
+// Traits: what the core needs to know about a backend, so that it never compares names
+// (lib/memory/choose.hpp picks backends by them, the runtime decides copies and checks by them).
+#define CXLT_TRAIT_HOLDS_BYTES 1u        // extents keep what is written (the null backend's do not)
+#define CXLT_TRAIT_HOST_ADDRESSABLE 2u   // the CPU reads and writes extents (memcpy works)
+#define CXLT_TRAIT_DEVICE_MEMORY 4u      // extents are device memory: only the backend's copy ops move them
+#define CXLT_TRAIT_WRAPS_INNER 8u        // a decorator: opens params.inner_backend and passes through to it
+#define CXLT_TRAIT_COPIES_ITSELF 16u     // its copy ops always copy (never decline at call time)
+#define CXLT_TRAIT_BINDS_NODES 32u       // binds extents to the tier's NUMA nodes (a real placement)
+#define CXLT_TRAIT_PACES 64u             // paces copies into the tier when params.pace_mib_s > 0
+                                         // (ext_copy_in declines otherwise)
+#define CXLT_TRAIT_PINS_FOR_DEVICE 128u  // with WRAPS_INNER: pins the inner backend's extents for
+                                         // params.cuda_device's DMA
+#define CXLT_TRAIT_KV_LAYOUT 256u        // lays blocks out per layer (params.kv_segments)
+#define CXLT_TRAIT_INJECTS_FAULTS 512u   // injects failures as params.faults says (the runtime
+                                         // gives each such tier a FaultControl)
+
+struct TierOps {
   uint32_t version;  // CXLT_TIER_OPS_VERSION
   const char *name;  // "numa", "memkind", "emulated", "null", "faulty", "cuda", ...
 
@@ -113,44 +130,42 @@ struct cxlt_tier_ops {
   // Copy `bytes` into this tier (dst is in this tier, src in `src_ops`' tier). See the copy
   // rule above: NOT_SUPPORTED means "not by me, use the next step".
   cxlt_result_t (*ext_copy_in)(void *state, void *dst, const void *src, size_t bytes,
-                               const cxlt_tier_ops *src_ops);
+                               const TierOps *src_ops);
   // Copy `bytes` out of this tier (src is in this tier, dst in `dst_ops`' tier).
   cxlt_result_t (*ext_copy_out)(void *state, void *dst, const void *src, size_t bytes,
-                                const cxlt_tier_ops *dst_ops);
+                                const TierOps *dst_ops);
   // A short description of what the backend chose (nodes, huge pages, kind, pacing). *out
   // stays valid until finalize.
   cxlt_result_t (*ext_describe)(void *state, const char **out);
+
+  uint32_t traits;  // CXLT_TRAIT_* above (0: none)
 };
 
 // Thread-local message for the last failing op of this thread.
 void backend_set_error(const std::string &message) noexcept;
 const std::string &backend_last_error() noexcept;
 
-// Registration (tiers/registry.cpp). Returns the validated table, or nullptr for an unknown
+// The project's backends that a tier's `backend` key may name, in this build or not (a name
+// this build lacks is refused at open with the registry's reason; decorators the runtime
+// applies by itself are not among them). Defined by tiers/registry.cpp.
+std::vector<std::string> tier_backend_choices();
+// A FaultControl for a tier whose backend has CXLT_TRAIT_INJECTS_FAULTS (defined by the
+// backend that injects them).
+std::shared_ptr<FaultControl> make_fault_control();
+
+// Registration: declared here, defined by tiers/registry.cpp (the one file that lists the
+// backends, linked into the same library). Returns the validated table, or nullptr for an unknown
 // name or a backend this build lacks (memkind not found at configure time, cuda not yet
 // written); `why` (may be nullptr) then says which and what to do.
-const cxlt_tier_ops *tier_ops_find(const std::string &name, std::string *why);
+const TierOps *tier_ops_find(const std::string &name, std::string *why);
 // Backends this build has, in registration order.
 std::vector<std::string> tier_ops_names();
-// Validate mandatory ops and the version; fill optional ones with NOT_SUPPORTED defaults.
+// Validate mandatory ops and the version (lib/memory/tier_ops.cpp); fill optional ones with NOT_SUPPORTED defaults.
 // Throws Error(CXLT_ERROR_BACKEND) naming the backend and the missing op.
-cxlt_tier_ops tier_ops_validate(const cxlt_tier_ops &ops);
+TierOps tier_ops_validate(const TierOps &ops);
 
 enum class TierOp { verify_placement, copy_in, copy_out, describe };
 // True if a validated table has a real `op` (not the NOT_SUPPORTED default).
-bool tier_op_supported(const cxlt_tier_ops &ops, TierOp op) noexcept;
-
-// The built-in backends' raw tables (registry.cpp validates them once).
-const cxlt_tier_ops *tier_numa_ops() noexcept;
-const cxlt_tier_ops *tier_emulated_ops() noexcept;
-const cxlt_tier_ops *tier_null_ops() noexcept;
-const cxlt_tier_ops *tier_faulty_ops() noexcept;
-#if CXLT_HAVE_MEMKIND
-const cxlt_tier_ops *tier_memkind_ops() noexcept;
-#endif
-#if CXLT_HAVE_CUDA_BUILD
-const cxlt_tier_ops *tier_cuda_ops() noexcept;       // tiers/cuda/cuda_backend.cpp
-const cxlt_tier_ops *tier_cuda_host_ops() noexcept;  // tiers/cuda/cuda_host.cpp
-#endif
+bool tier_op_supported(const TierOps &ops, TierOp op) noexcept;
 
 }  // namespace cxltier

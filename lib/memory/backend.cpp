@@ -9,7 +9,7 @@ namespace cxltier {
 TierBackend::TierBackend(const std::string &name, const TierBackendParams &params)
     : name_(name), params_(params) {
   std::string why;
-  const cxlt_tier_ops *ops = tier_ops_find(name, &why);
+  const TierOps *ops = tier_ops_find(name, &why);
   if (ops == nullptr) fail(CXLT_ERROR_NOT_SUPPORTED, why);
   ops_ = *ops;
   backend_set_error("");
