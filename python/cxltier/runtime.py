@@ -398,7 +398,8 @@ class Runtime:
 
     def prefix_lookup(self, keys: Iterable[Key], pin: bool = True) -> List[Block]:
         """The blocks of the longest resident prefix of `keys` (chained content keys of a prompt),
-        pinned when `pin`: the first key resident nowhere ends it."""
+        pinned when `pin`: the first key resident nowhere ends it. On another error the pins this
+        call made are undone and the error carries `.index`, as admit_batch's."""
         return self._pin_prefix(list(keys), pin)
 
     def _pin_prefix(self, keys: List[Key], pin: bool) -> List[Block]:
@@ -411,7 +412,12 @@ class Runtime:
             rc = fn(rt, ck, ctypes.byref(out))
             if rc == NotFoundError.code:
                 break
-            _check(rc)
+            if rc != 0:
+                err = error_for(rc, lib.cxlt_last_error().decode(errors="replace"))
+                for b in blocks if pin else ():
+                    self.unpin(b.key)
+                err.index = len(blocks)
+                raise err
             key = Key(ck.hi, ck.lo)
             if pin:
                 self._pinned(key, out)
@@ -433,17 +439,29 @@ class Runtime:
         InvalidArgumentError if the block is not pinned."""
         ck = _key(key)
         k = Key(ck.hi, ck.lo)
-        with self._lock:
+        with self._lock:  # the bookkeeping first, so no view is made of a block being unpinned
             p = self._pins.get(k)
-            if p and p[0] == 1 and len(self._views.get(k, ())) > 0:
-                raise BusyError(f"block {k}: {len(self._views[k])} numpy view(s) of its bytes are alive; "
-                                "delete them before the last unpin")
-            _check(self._lib.cxlt_block_unpin(self._h(), ck))
             if p:
-                p[0] -= 1
-                if p[0] == 0:
+                if p[0] == 1:
+                    live = len(self._views.get(k, ()))
+                    if live:
+                        raise BusyError(f"block {k}: {live} numpy view(s) of its bytes are alive; delete them "
+                                        "before the last unpin")
                     del self._pins[k]
                     self._views.pop(k, None)
+                else:
+                    p[0] -= 1
+        rc = self._lib.cxlt_block_unpin(self._h(), ck)
+        if rc != 0:
+            err = error_for(rc, self._lib.cxlt_last_error().decode(errors="replace"))
+            if p:  # the C pin is still held: so is ours
+                with self._lock:
+                    q = self._pins.get(k)
+                    if q:
+                        q[0] += 1
+                    else:
+                        self._pins[k] = [1, p[1], p[2]]
+            raise err
 
     def release(self, key: Key, forget: bool = False) -> None:
         """The owning sequence ended: the block stays cached unless `forget` (bytes freed, state kept)."""
