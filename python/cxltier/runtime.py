@@ -35,6 +35,8 @@ ROOT = Key(0, 0)
 
 
 def _key(k: Any) -> N.KeyStruct:
+    if type(k) is Key:  # the common case first: one type check
+        return N.KeyStruct(k[0], k[1])
     if isinstance(k, Block):
         k = k.key
     if isinstance(k, tuple) and len(k) == 2:
@@ -407,9 +409,10 @@ class Runtime:
         rt, lib = self._h(), self._lib
         fn = lib.cxlt_block_pin if pin else lib.cxlt_block_lookup
         out, blocks = N.BlockStruct(), []
+        ref = ctypes.byref(out)
         for k in keys:
             ck = _key(k)
-            rc = fn(rt, ck, ctypes.byref(out))
+            rc = fn(rt, ck, ref)
             if rc == NotFoundError.code:
                 break
             if rc != 0:
@@ -418,7 +421,7 @@ class Runtime:
                     self.unpin(b.key)
                 err.index = len(blocks)
                 raise err
-            key = Key(ck.hi, ck.lo)
+            key = k if type(k) is Key else Key(ck.hi, ck.lo)
             if pin:
                 self._pinned(key, out)
             blocks.append(Block(self, key, out))
@@ -438,7 +441,7 @@ class Runtime:
         """Undo one pin. BusyError if it is this object's last pin and a view of the block is alive;
         InvalidArgumentError if the block is not pinned."""
         ck = _key(key)
-        k = Key(ck.hi, ck.lo)
+        k = key if type(key) is Key else Key(ck.hi, ck.lo)
         with self._lock:  # the bookkeeping first, so no view is made of a block being unpinned
             p = self._pins.get(k)
             if p:
