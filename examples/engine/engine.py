@@ -42,6 +42,7 @@ class Request:
     keys: List[cxltier.Key] = field(default_factory=list)  # one per block, as far as computed
     logits: List[np.ndarray] = field(default_factory=list)  # the logits that chose each new token
     pos: int = 0  # the next position to feed
+    seq: int = -1  # the sequence id of its private blocks' keys (the request id unless set)
 
     def block_key(self, j: int) -> cxltier.Key:
         """Full prompt blocks get chained content keys (shared by every request with that prefix);
@@ -53,7 +54,7 @@ class Request:
                 toks = np.array(self.prompt[i * TOKENS_PER_BLOCK:(i + 1) * TOKENS_PER_BLOCK], np.int32)
                 self.keys.append(cxltier.key_from_tokens(parent, toks))
             else:
-                self.keys.append(cxltier.key_from_sequence(self.rid, i))
+                self.keys.append(cxltier.key_from_sequence(self.rid if self.seq < 0 else self.seq, i))
         return self.keys[j]
 
 
@@ -62,12 +63,16 @@ class Request:
 MAX_PROMPT = 96
 
 
-def make_requests(n: int, seed: int = 7, groups: int = 4, system_blocks: int = 3, follow_up: float = 0.3):
+def make_requests(n: int, seed: int = 7, groups: int = 4, system_blocks: int = 3, follow_up: float = 0.3,
+                  sequence_base: int = 0):
     """n requests: each starts with one of `groups` system prompts of `system_blocks` full blocks,
     then 4-32 tokens of its own, and generates 4-16 tokens. With probability `follow_up` a request
     continues an earlier one instead (a next turn): its prompt is that request's prompt plus 4-32
     new tokens (when that fits in MAX_PROMPT), so it shares that request's blocks, not only
-    the system prompt's."""
+    the system prompt's.
+
+    Private blocks are keyed by sequence id `sequence_base + request id`: engines that share a
+    remote tier must give each sequence its own id, or one finds another's stale blocks there."""
     rng = np.random.default_rng(seed)
     systems = [list(rng.integers(0, VOCAB, system_blocks * TOKENS_PER_BLOCK)) for _ in range(groups)]
     out = []
@@ -78,7 +83,7 @@ def make_requests(n: int, seed: int = 7, groups: int = 4, system_blocks: int = 3
             prompt = prev + [int(t) for t in own]
         else:
             prompt = [int(t) for t in systems[int(rng.integers(0, groups))] + own]
-        out.append(Request(rid, prompt, int(rng.integers(4, 17)), tokens=list(prompt)))
+        out.append(Request(rid, prompt, int(rng.integers(4, 17)), tokens=list(prompt), seq=sequence_base + rid))
     return out
 
 
