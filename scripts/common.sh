@@ -14,7 +14,7 @@ CXLT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev zlib1g-dev
   libhiredis-dev
-  python3 python3-cachetools gnuplot-nox
+  python3 python3-cachetools python3-numpy gnuplot-nox
 )
 
 cxlt_log() { printf '[cxltier] %s\n' "$*" >&2; }
