@@ -50,6 +50,17 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
     decay_table_.resize(kTable);
     for (size_t d = 0; d < kTable; ++d) decay_table_[d] = std::pow(1.0 - params_.alpha, static_cast<double>(d));
   }
+  // Where both tables are monotone as computed (recency non-decreasing, decay non-increasing in
+  // d), the priority prio_d() computes is monotone in d and in s too: 1 - s, s * decay and
+  // (1 - s) * recency are single correctly rounded operations, which preserve order. A bound
+  // at idle steps inside the tables is then exact and needs no slack, and a tie at the bound
+  // can be settled by the tie-break instead of a visit (without it, many blocks of the same
+  // score and saturated recency, 1 - exp(-beta d) = 1.0, were visited one by one).
+  exact_bound_steps_ = kTable;
+  for (size_t d = 1; d < recency_table_.size(); ++d)
+    if (recency_table_[d] < recency_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
+  for (size_t d = 1; d < decay_table_.size(); ++d)
+    if (decay_table_[d] > decay_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
 }
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
@@ -97,7 +108,9 @@ double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { retu
 // Upper bound on the priority of blocks in `bucket` whose last access is after step t.
 double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
   if (t >= now) return kNegInf;  // nothing can be newer than the current step
-  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), now - t - 1);
+  const uint64_t d = now - t - 1;
+  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), d);
+  if (d <= exact_bound_steps_) return p;  // monotone there: exact (see the constructor)
   return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
