@@ -116,6 +116,25 @@ TEST(Lrfu, UntouchedStepsPerMode) {
   EXPECT_DOUBLE_EQ(lrfu_priority(0.25, 12345, b0), 0.75);
 }
 
+// The index's exact bounds rest on this: recency never decreases with idle steps, to the last
+// bit, and is exactly 1.0 from beta * d = kRecencySaturation on.
+TEST(Lrfu, RecencyIsMonotoneAndSaturatesAtExactlyOne) {
+  for (double beta : {1e-4, 0.001, 0.01, 0.1, 1.0, 5.0}) {
+    double prev = 0.0;
+    const auto last = static_cast<uint64_t>(2.0 * kRecencySaturation / beta);
+    for (uint64_t d = 0; d <= last; ++d) {
+      const double r = lrfu_recency_decay(d, beta);
+      ASSERT_GE(r, prev) << "beta " << beta << " d " << d;
+      ASSERT_LE(r, 1.0);
+      if (beta * static_cast<double>(d) >= kRecencySaturation) {
+        ASSERT_EQ(r, 1.0) << "beta " << beta << " d " << d;
+      }
+      prev = r;
+    }
+  }
+  EXPECT_EQ(lrfu_recency_decay(UINT64_MAX, 1e-9), 1.0);
+}
+
 TEST(Lrfu, BatchedUpdateMatchesScalar) {
   std::vector<double> a(1000), b(1000);
   std::vector<float> att(1000);
