@@ -60,7 +60,9 @@ CXLT_API double lrfu_effective_score(double score, uint64_t steps_idle, const Lr
 // step. Two accesses within one step are two updates in both modes.
 CXLT_API double lrfu_access(double score, uint64_t steps_idle, double attention, const LrfuParams &p) noexcept;
 
-// recency_decay = 1 - exp(-beta * steps_since_access).
+// recency_decay = 1 - exp(-beta * steps_since_access); exactly 1.0 once beta * steps reaches
+// kRecencySaturation (where 1.0 is the correctly rounded value).
+inline constexpr double kRecencySaturation = 40.0;
 CXLT_API double lrfu_recency_decay(uint64_t steps_since_access, double beta) noexcept;
 
 // Eviction priority of a block with stored score `score`, idle `steps_since_access` steps.

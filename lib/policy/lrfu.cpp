@@ -53,8 +53,12 @@ double lrfu_access(double score, uint64_t steps_idle, double attention, const Lr
 }
 
 double lrfu_recency_decay(uint64_t steps_since_access, double beta) noexcept {
-  // -expm1(-x) = 1 - exp(-x), accurate for small x (beta * steps is often ~1e-3).
-  return -std::expm1(-beta * static_cast<double>(steps_since_access));
+  // -expm1(-x) = 1 - exp(-x), accurate for small x (beta * steps is often ~1e-3). From x = 40
+  // on, exp(-x) < 2^-57, so the correctly rounded value is exactly 1.0: returned as such, the
+  // function is monotone to the last bit however far out (expm1 itself need not be).
+  const double x = beta * static_cast<double>(steps_since_access);
+  if (x >= kRecencySaturation) return 1.0;
+  return -std::expm1(-x);
 }
 
 double lrfu_priority(double score, uint64_t steps_since_access, const LrfuParams &p) noexcept {

@@ -42,14 +42,36 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   for (unsigned b = 0; b < nbuckets_; ++b) edges_[b] = static_cast<double>(b) / static_cast<double>(nbuckets_);
   edges_[nbuckets_] = std::numeric_limits<double>::infinity();
   constexpr size_t kTable = 1u << 15;
+  // The recency table runs to where 1 - exp(-beta d) is exactly 1.0 (lrfu_recency_decay says so
+  // from kRecencySaturation / beta on) when that is within kMaxRecencyTable entries (beta >=
+  // about 7.6e-5; 320 KiB at the default 0.001): past its end recency is then the constant 1.0,
+  // and priorities are monotone in d without limit.
+  constexpr size_t kMaxRecencyTable = 1u << 19;
   if (params_.beta != 0.0) {
-    recency_table_.resize(kTable);
-    for (size_t d = 0; d < kTable; ++d) recency_table_[d] = lrfu_recency_decay(d, params_.beta);
+    size_t n = kTable;
+    const double saturation = kRecencySaturation / params_.beta;
+    if (saturation + 2.0 <= static_cast<double>(kMaxRecencyTable))
+      n = std::max(n, static_cast<size_t>(std::ceil(saturation)) + 2);
+    recency_table_.resize(n);
+    for (size_t d = 0; d < n; ++d) recency_table_[d] = lrfu_recency_decay(d, params_.beta);
+    recency_saturated_ = recency_table_.back() == 1.0;
   }
   if (params_.mode == ScoreMode::decay) {
     decay_table_.resize(kTable);
     for (size_t d = 0; d < kTable; ++d) decay_table_[d] = std::pow(1.0 - params_.alpha, static_cast<double>(d));
   }
+  // Where both tables are monotone as computed (recency non-decreasing, decay non-increasing in
+  // d), the priority prio_d() computes is monotone in d and in s too: 1 - s, s * decay and
+  // (1 - s) * recency are single correctly rounded operations, which preserve order. A bound
+  // at idle steps inside the tables is then exact and needs no slack, and a tie at the bound
+  // can be settled by the tie-break instead of a visit (without it, many blocks of the same
+  // score and saturated recency, 1 - exp(-beta d) = 1.0, were visited one by one).
+  exact_bound_steps_ = kTable;
+  if (recency_saturated_ && params_.mode == ScoreMode::touch) exact_bound_steps_ = std::numeric_limits<size_t>::max();
+  for (size_t d = 1; d < recency_table_.size(); ++d)
+    if (recency_table_[d] < recency_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
+  for (size_t d = 1; d < decay_table_.size(); ++d)
+    if (decay_table_[d] > decay_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
 }
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
@@ -89,7 +111,8 @@ double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
   if (params_.mode == ScoreMode::decay && d != 0)
     se = s * (d < decay_table_.size() ? decay_table_[d] : std::pow(1.0 - params_.alpha, static_cast<double>(d)));
   if (params_.beta == 0.0) return 1.0 - se;
-  return (1.0 - se) * (d < recency_table_.size() ? recency_table_[d] : lrfu_recency_decay(d, params_.beta));
+  if (d >= recency_table_.size()) return (1.0 - se) * (recency_saturated_ ? 1.0 : lrfu_recency_decay(d, params_.beta));
+  return (1.0 - se) * recency_table_[d];
 }
 
 double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
@@ -97,7 +120,9 @@ double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { retu
 // Upper bound on the priority of blocks in `bucket` whose last access is after step t.
 double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
   if (t >= now) return kNegInf;  // nothing can be newer than the current step
-  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), now - t - 1);
+  const uint64_t d = now - t - 1;
+  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), d);
+  if (d <= exact_bound_steps_) return p;  // monotone there: exact (see the constructor)
   return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 

@@ -24,9 +24,13 @@
 //     priority of any block in a subtree is bounded by the priority at (bucket's lowest score,
 //     the subtree root's idle steps), and blocks of the root's own step by the root itself;
 //   - victim(): best-first branch and bound over all bucket heaps, visiting subtrees in order of
-//     their bound and stopping when no bound can beat the best block found. Bounds are inflated
-//     by a relative 1e-12 so floating-point rounding in exp/pow can never prune the true victim,
-//     and every candidate is compared with the same lrfu_priority() the auditor uses.
+//     their bound and stopping when no bound can beat the best block found. Where the recency
+//     and decay tables are monotone as computed (checked at construction; the recency table
+//     runs to where recency is exactly 1.0 for beta >= ~7.6e-5), the computed priority is monotone too, so bounds are exact and a subtree whose
+//     bound only ties the best block is pruned by the tie-break instead of being visited (many
+//     blocks of one score whose recency rounds to 1.0 tie exactly). Past the tables, bounds are
+//     inflated by a relative 1e-12 so that rounding in exp/pow can never prune the true victim.
+//     Every candidate is compared with the same lrfu_priority() the auditor uses.
 // Updates are lazy: an access pushes a new entry and makes the old one stale (version check);
 // stale entries still bound their subtrees correctly and are dropped at the root and by a
 // compaction when they outnumber the live ones. Access and insert are O(1) amortized when the
@@ -134,6 +138,10 @@ private:
   // of lrfu_priority() so that prio() is bit-identical to it (the auditor checks).
   std::vector<double> recency_table_;
   std::vector<double> decay_table_;
+  // Bounds at idle steps up to this many are exact (the tables are monotone up to there); past
+  // it they carry a relative slack (exp/pow need not be monotone to the last bit).
+  size_t exact_bound_steps_ = 0;
+  bool recency_saturated_ = false;  // the recency table ends at 1.0: recency past it is 1.0
   size_t total_entries_ = 0;
 
   // Per id: current state (the auditor reads it), version, bucket, place in live_.

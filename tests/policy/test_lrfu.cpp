@@ -116,6 +116,25 @@ TEST(Lrfu, UntouchedStepsPerMode) {
   EXPECT_DOUBLE_EQ(lrfu_priority(0.25, 12345, b0), 0.75);
 }
 
+// The index's exact bounds rest on this: recency never decreases with idle steps, to the last
+// bit, and is exactly 1.0 from beta * d = kRecencySaturation on.
+TEST(Lrfu, RecencyIsMonotoneAndSaturatesAtExactlyOne) {
+  for (double beta : {1e-4, 0.001, 0.01, 0.1, 1.0, 5.0}) {
+    double prev = 0.0;
+    const auto last = static_cast<uint64_t>(2.0 * kRecencySaturation / beta);
+    for (uint64_t d = 0; d <= last; ++d) {
+      const double r = lrfu_recency_decay(d, beta);
+      ASSERT_GE(r, prev) << "beta " << beta << " d " << d;
+      ASSERT_LE(r, 1.0);
+      if (beta * static_cast<double>(d) >= kRecencySaturation) {
+        ASSERT_EQ(r, 1.0) << "beta " << beta << " d " << d;
+      }
+      prev = r;
+    }
+  }
+  EXPECT_EQ(lrfu_recency_decay(UINT64_MAX, 1e-9), 1.0);
+}
+
 TEST(Lrfu, BatchedUpdateMatchesScalar) {
   std::vector<double> a(1000), b(1000);
   std::vector<float> att(1000);
@@ -154,9 +173,10 @@ struct Sim {
   uint64_t now = 1;
   uint64_t decisions = 0;
 
-  Sim(const Scenario &s, uint64_t seed)
+  // working_set: how many distinct blocks the workload references (default: 4x the capacity).
+  Sim(const Scenario &s, uint64_t seed, size_t working_set = 0)
       : sc(s), rng(seed), index(LrfuParams{s.alpha, s.beta, s.mode}, s.buckets, false) {
-    size_t ids = s.max_blocks * 4;
+    size_t ids = working_set ? working_set : s.max_blocks * 4;
     index.reserve_ids(ids);
     st.resize(ids);
     keys.resize(ids);
@@ -301,6 +321,44 @@ TEST(LrfuIndex, AuditorAgreesOnMillionsOfDecisions) {
   }
   EXPECT_GE(total, kAuditDecisions);
   std::printf("auditor decisions compared: %llu, disagreements: 0\n", static_cast<unsigned long long>(total));
+}
+
+// Ties at scale: attention 1.0 or two levels (scores take a few discrete values), beta large
+// enough that 1 - exp(-beta d) rounds to exactly 1.0 after tens to hundreds of idle steps (then
+// every old block of one score has the same priority), most residents touched every step, and
+// capacities from 1 % to 200 % of the working set. The auditor must agree on every decision,
+// and ties must be settled by the tie-break rather than by visiting the tied blocks: the
+// entries examined per victim stay small while the residents number in the thousands.
+TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
+  struct Case {
+    Scenario sc;
+    double capacity_fraction;  // of the working set
+  };
+  constexpr size_t kWorkingSet = 4000;
+  const Case cases[] = {
+      {{"ones-beta0.1-1%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.5, false}, 0.01},
+      {{"ones-beta0.1-10%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.5, false}, 0.10},
+      {{"ones-beta0.1-50%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.8, true}, 0.50},
+      {{"ones-beta1-100%", 0.2, 1.0, ScoreMode::touch, 1, 256, 0, 0.3, false}, 1.00},
+      {{"two-levels-beta5-200%", 0.3, 5.0, ScoreMode::touch, 3, 256, 0, 1.0, true}, 2.00},
+      {{"ones-beta0.5-decay-20%", 0.1, 0.5, ScoreMode::decay, 1, 256, 0, 0.5, false}, 0.20},
+      {{"two-levels-beta0.1-5%", 0.05, 0.1, ScoreMode::touch, 3, 64, 0, 0.9, true}, 0.05},
+      // Few touches per step (a replay's pattern): most residents idle past saturation.
+      {{"ones-beta0.1-sparse-25%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.01, false}, 0.25},
+      {{"ones-beta0.1-sparse-100%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.01, true}, 1.00},
+  };
+  const uint64_t per = kAuditDecisions / 60;  // the auditor scans thousands of residents per decision
+  for (const Case &c : cases) {
+    Scenario sc = c.sc;
+    sc.max_blocks = std::max<size_t>(1, static_cast<size_t>(c.capacity_fraction * kWorkingSet));
+    Sim sim(sc, 4242, kWorkingSet);
+    ASSERT_TRUE(sim.run(per)) << sc.name;
+    EXPECT_EQ(sim.index.stats().audit_disagreements, 0u);
+    const double examined = double(sim.index.stats().entries_examined) / double(std::max<uint64_t>(1, sim.index.stats().victims));
+    std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f\n", sc.name, sc.max_blocks,
+                static_cast<unsigned long long>(sim.decisions), examined);
+    EXPECT_LT(examined, 32.0) << sc.name << ": the victim search visits tied blocks";
+  }
 }
 
 TEST(LrfuIndex, LiveAuditCountsNoDisagreement) {
