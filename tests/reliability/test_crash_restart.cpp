@@ -130,12 +130,37 @@ std::chrono::milliseconds random_delay(std::mt19937_64 &rng) {
 
 }  // namespace
 
+// How long a `cxltier run` takes to write its first checkpoint on this machine now (opening a
+// runtime costs seconds on a loaded 2-core host): the run is killed as soon as the file exists.
+static std::chrono::milliseconds time_to_first_checkpoint(const std::string &config, const std::string &store) {
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = spawn_quiet(cxlt_test::tool_path(), {"run", "--config", config, "--store", store, "--steps", "1000000", "--quiet"});
+  if (pid <= 0) return std::chrono::milliseconds(0);
+  while (!fs::exists(store) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fs::remove(store);
+  return took;
+}
+
 TEST(CrashRestart, CliKilledAtRandomMomentsReopensAtItsLastCheckpoint) {
   const std::string dir = cxlt_test::temp_dir("crash");
   const std::string config = write_file(dir + "/run.toml", kRunConfig);
   const std::string store = dir + "/scores.store";
   const uint64_t kills = cxlt_rel::scaled(8, 2);
   std::mt19937_64 rng(20240611);
+  // Kill moments spread around this machine's time to a first checkpoint (from half of it to
+  // three times it), so that some kills come before any checkpoint and most after one.
+  const auto first = time_to_first_checkpoint(config, dir + "/calibration.store");
+  ASSERT_GT(first.count(), 0) << "the calibration run did not start";
+  auto kill_delay = [&] {
+    const auto fixed = random_delay(rng);
+    const auto scaled = std::chrono::milliseconds(first.count() / 2 + static_cast<long>(rng() % static_cast<uint64_t>(5 * first.count() / 2 + 1)));
+    return std::max(fixed, scaled);
+  };
   const mode_t old_umask = umask(0);  // the library must not rely on the umask for 0600
   uint64_t killed = 0, checkpoints_seen = 0, temps_left = 0, states_checked = 0, last_step = 0;
   std::map<Key, uint64_t> accesses;  // per key, the count in the previous checkpoint
@@ -143,7 +168,7 @@ TEST(CrashRestart, CliKilledAtRandomMomentsReopensAtItsLastCheckpoint) {
     pid_t pid = spawn_quiet(cxlt_test::tool_path(), {"run", "--config", config, "--store", store, "--steps", "1000000",
                                                      "--seed", std::to_string(round + 1), "--quiet"});
     ASSERT_GT(pid, 0);
-    if (kill_after(pid, random_delay(rng))) ++killed;
+    if (kill_after(pid, kill_delay())) ++killed;
     temps_left += temp_files_beside(store).size();
     if (!fs::exists(store)) {
       EXPECT_EQ(last_step, 0u) << "a checkpoint existed and is gone after round " << round;
@@ -199,10 +224,10 @@ TEST(CrashRestart, CliKilledAtRandomMomentsReopensAtItsLastCheckpoint) {
   }
   umask(old_umask);
   EXPECT_GT(checkpoints_seen, 0u) << "no kill came after a checkpoint: the delays are too short for this machine";
-  std::printf("cxltier run killed %llu times (SIGKILL at random moments), checkpoint found after %llu of them, last at "
-              "step %llu; %llu temporary files left by a killed writer, all removed on reopen; %llu restored states "
-              "compared\n",
-              (unsigned long long)killed, (unsigned long long)checkpoints_seen, (unsigned long long)last_step,
+  std::printf("first checkpoint after %lld ms; cxltier run killed %llu times (SIGKILL at random moments), checkpoint "
+              "found after %llu of them, last at step %llu; %llu temporary files left by a killed writer, all removed on "
+              "reopen; %llu restored states compared\n",
+              static_cast<long long>(first.count()), (unsigned long long)killed, (unsigned long long)checkpoints_seen, (unsigned long long)last_step,
               (unsigned long long)temps_left, (unsigned long long)states_checked);
   fs::remove_all(dir);
 }
