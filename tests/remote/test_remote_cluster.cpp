@@ -8,6 +8,7 @@
 #include "remote/slot.hpp"
 #include "remote/value.hpp"
 #include "runtime/remote.hpp"
+#include "cluster_env.hpp"
 #include "runtime_test_util.hpp"
 
 #include "../common/cli.hpp"
@@ -36,10 +37,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string env(const char *name) {
-  const char *v = std::getenv(name);
-  return v ? v : "";
-}
+using cxlt_test::env;
+using cxlt_test::which;
 
 #define NEED_CLUSTER()                                                                               \
   do {                                                                                               \
@@ -47,13 +46,7 @@ std::string env(const char *name) {
       GTEST_SKIP() << "no cluster: run through tests/remote/cluster.sh (meson test --suite remote)"; \
   } while (0)
 
-std::vector<uint16_t> ports() {
-  std::vector<uint16_t> out;
-  std::istringstream in(env("CXLT_TEST_REDIS_PORTS"));
-  unsigned p;
-  while (in >> p) out.push_back(static_cast<uint16_t>(p));
-  return out;
-}
+std::vector<uint16_t> ports() { return cxlt_test::cluster_ports(); }
 
 Deadline soon(std::chrono::milliseconds d = 5000ms) { return Clock::now() + d; }
 
@@ -115,22 +108,7 @@ std::vector<NodeInfo> masters_seen_by(uint16_t via) {
   return m;
 }
 
-pid_t pid_of(uint16_t port) {
-  std::ifstream in(env("CXLT_TEST_REDIS_DIR") + "/" + std::to_string(port) + ".pid");
-  long pid = 0;
-  in >> pid;
-  return static_cast<pid_t>(pid);
-}
-
-std::string which(const std::string &prog) {
-  std::istringstream path(env("PATH"));
-  std::string dir;
-  while (std::getline(path, dir, ':')) {
-    std::string p = dir + "/" + prog;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return prog;
-}
+pid_t pid_of(uint16_t port) { return cxlt_test::server_pid(port); }
 
 cxlt_test::ToolResult redis_cli(const std::vector<std::string> &args) { return cxlt_test::run_program(which("redis-cli"), args); }
 cxlt_test::ToolResult shell(const std::string &script) { return cxlt_test::run_program("/bin/sh", {"-c", script}); }

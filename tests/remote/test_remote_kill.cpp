@@ -6,6 +6,7 @@
 // run the killed server is started again: it rejoins as a replica of the master that took
 // over, so the next run has three masters with replicas again.
 #include "../common/cli.hpp"
+#include "cluster_env.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -26,20 +27,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string env(const char *name) {
-  const char *v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string which(const std::string &prog) {
-  std::istringstream path(env("PATH"));
-  std::string dir;
-  while (std::getline(path, dir, ':')) {
-    std::string p = dir + "/" + prog;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return prog;
-}
+using cxlt_test::env;
+using cxlt_test::which;
 
 std::string redis_cli(uint16_t port, const std::vector<std::string> &args) {
   std::vector<std::string> a = {"-p", std::to_string(port)};
@@ -47,20 +36,8 @@ std::string redis_cli(uint16_t port, const std::vector<std::string> &args) {
   return cxlt_test::run_program(which("redis-cli"), a).out;
 }
 
-std::vector<uint16_t> ports() {
-  std::vector<uint16_t> out;
-  std::istringstream in(env("CXLT_TEST_REDIS_PORTS"));
-  unsigned p;
-  while (in >> p) out.push_back(static_cast<uint16_t>(p));
-  return out;
-}
-
-pid_t pid_of(uint16_t port) {
-  std::ifstream in(env("CXLT_TEST_REDIS_DIR") + "/" + std::to_string(port) + ".pid");
-  long pid = 0;
-  in >> pid;
-  return static_cast<pid_t>(pid);
-}
+std::vector<uint16_t> ports() { return cxlt_test::cluster_ports(); }
+pid_t pid_of(uint16_t port) { return cxlt_test::server_pid(port); }
 
 // A master that serves slots and has a replica whose first sync is done: killing it makes
 // its replica take over. 0 when there is none (yet).
