@@ -11,6 +11,7 @@
 #include <cxltier/cxltier.h>
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
+#include <cxltier/trace.hpp>
 
 #include <gtest/gtest.h>
 
@@ -294,4 +295,21 @@ TEST(RuntimeAdmit, RefusedAdmissionLeavesNoState) {
   EXPECT_EQ(rt->stats().store_entries, entries);
   EXPECT_EQ(rt->validate(), "");
   for (uint64_t i = 1; i <= 3; ++i) rt->unpin(Key{0, i});
+}
+
+TEST(TraceReader, DynamoBlockSizeZeroIsMalformedNotSixteen) {
+  TempDir d;
+  const std::string path = d / "zero.jsonl";
+  write_file(path, "{\"timestamp\":1,\"event\":{\"event_type\":\"request_end\",\"request\":{\"output_tokens\":3,"
+                   "\"replay\":{\"trace_block_size\":0,\"input_sequence_hashes\":[1,2,3]}}}}\n");
+  trace::ReaderOptions strict;
+  strict.strict = true;
+  Thrown t = thrown([&] {
+    trace::Reader r(path, strict);
+    trace::Request req;
+    while (r.next(req)) {
+    }
+  });
+  EXPECT_NE(t.code, CXLT_OK) << "trace_block_size 0 was read as the default block size";
+  EXPECT_NE(t.what.find("trace_block_size"), std::string::npos) << t.what;
 }
