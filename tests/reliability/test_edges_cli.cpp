@@ -219,11 +219,23 @@ TEST(RunCli, StopSignalsWriteTheFinalCheckpoint) {
     TempDir d;
     const std::string store = d / "s.store";
     cxlt_test::Started s = cxlt_test::start_program(
-        cxlt_test::tool_path(), {"run", "--topology", "emulated", "--steps", "100000000", "--quiet", "--store", store});
+        cxlt_test::tool_path(), {"run", "--topology", "emulated", "--steps", "100000000", "--store", store});
     ASSERT_GT(s.pid, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the run
+    // The header line comes after the runtime opened and the handlers are in place.
+    std::string head;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (head.find("cxltier run:") == std::string::npos && std::chrono::steady_clock::now() < end) {
+      pollfd p{s.err_fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(s.err_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // some steps into the run
     kill(s.pid, sig);
     ToolResult r = cxlt_test::finish_program(s);
+    r.err = head + r.err;
     EXPECT_EQ(r.status, 128 + sig) << "the run ends by the signal it got: " << r.err;
     EXPECT_NE(r.err.find("is checkpointed"), std::string::npos) << r.err;
     struct stat st {};
