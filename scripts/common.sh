@@ -16,6 +16,9 @@ CXLT_PACKAGES=(
   libhiredis-dev
   python3 python3-cachetools python3-numpy gnuplot-nox
 )
+# Test-time only (scripts/test installs them): a real Redis Cluster for the remote suite, which
+# tests/remote/cluster.sh starts on loopback and skips without these.
+CXLT_TEST_PACKAGES=(redis-server redis-tools)
 
 cxlt_log() { printf '[cxltier] %s\n' "$*" >&2; }
 

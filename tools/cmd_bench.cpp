@@ -6,6 +6,7 @@
 // sweeps of block size, batch and threads. Measuring code: bench_migration.cpp.
 #include "bench_migration.hpp"
 #include "commands.hpp"
+#include "gnuplot.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
@@ -364,34 +365,30 @@ void write_plot(const std::string &path, const std::vector<Point> &points) {
   }
   const bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
   {
+    // The data inline and no `set output`: the output file and the data file's name, both the
+    // user's text, never reach gnuplot (gnuplot.hpp).
     std::ofstream g(gp);
     if (!g) fail(CXLT_ERROR_IO, "--plot: cannot write ", gp);
+    g << "# cxltier bench plot (redraw: gnuplot THIS_FILE > OUTPUT)\n";
     g << (svg ? "set terminal svg size 1000,600\n" : "set terminal png size 1000,600\n");
-    g << "set output '" << path << "'\n";
+    for (size_t i = 0; i < names.size(); ++i) {
+      g << "$series" << i << " << EOD\n";
+      for (const auto &v : series[names[i]]) g << v[0] << ' ' << v[1] << ' ' << v[2] << ' ' << v[3] << '\n';
+      g << "EOD\n";
+    }
     g << "set title 'cxltier bench: migration bandwidth (higher is better)'\n";
     g << "set xlabel 'block size, KiB (log scale)'\nset ylabel 'GB/s (10^9 bytes/s), median; bars: min-max'\n";
-    g << "set logscale x 2\nset key outside right\nset grid\nset yrange [0:*]\n";
+    g << "set logscale x 2\nset key outside right noenhanced\nset grid\nset yrange [0:*]\n";
     g << "plot ";
-    for (size_t i = 0; i < names.size(); ++i) {
-      std::string title = names[i];
-      for (char &c : title)
-        if (c == '\'') c = ' ';
-      g << (i ? ", \\\n     " : "") << "'" << dat << "' index " << i << " using 1:2:3:4 with yerrorlines title '" << title
-        << "'";
-    }
+    for (size_t i = 0; i < names.size(); ++i)
+      g << (i ? ", \\\n     " : "") << "$series" << i << " using 1:2:3:4 with yerrorlines title "
+        << cxltier::cli::gnuplot_literal(names[i]);
     g << "\n";
+    if (!g.flush()) fail(CXLT_ERROR_IO, "--plot: cannot write ", gp);
   }
   if (names.empty()) fail(CXLT_ERROR_INVALID_ARGUMENT, "--plot: nothing was measured to plot");
-  pid_t pid = -1;
-  std::string prog = "gnuplot";
-  char *argv[] = {prog.data(), const_cast<char *>(gp.c_str()), nullptr};
-  if (posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv, environ) != 0)
-    fail(CXLT_ERROR_NOT_SUPPORTED, "--plot needs gnuplot on the PATH (scripts/common.sh installs gnuplot-nox); the data is in ",
-         dat, " and the script in ", gp);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fail(CXLT_ERROR_IO, "--plot: gnuplot failed on ", gp, " (exit status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1, ")");
+  const std::string err = cxltier::cli::run_gnuplot(gp, path);
+  if (!err.empty()) fail(CXLT_ERROR_IO, "--plot: ", err, "; the data is in ", dat, " and the script in ", gp);
 }
 
 int run(const BenchOptions &o) {
@@ -413,7 +410,11 @@ int run(const BenchOptions &o) {
       fail(CXLT_ERROR_INVALID_ARGUMENT, "--sweep ", w, ": not block-bytes, batch or threads");
     }
   }
-  if (!o.block_bytes.empty()) sizes = parse_size_list(o.block_bytes, "--block-bytes");
+  if (!o.block_bytes.empty()) {
+    sizes = parse_size_list(o.block_bytes, "--block-bytes");
+    for (uint64_t sz : sizes)  // 0 would mean the default: a value typed is never that
+      if (sz == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, "--block-bytes 0: a block is 4 KiB .. 1 GiB");
+  }
   if (!o.batch.empty()) batches = parse_counts(o.batch, "--batch", 1u << 20);
   if (!o.threads.empty()) threads = parse_counts(o.threads, "--threads", 1024);
   for (uint64_t s : sizes)
@@ -496,8 +497,10 @@ static cxltier::cli::Registrar reg(40, [](CLI::App &app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App *sub = app.add_subcommand(
       "bench", "Migration bandwidth against this machine's memcpy and the kernel's move_pages, for every tier pair");
-  sub->add_option("--topology", o->topology, "auto, this-system, emulated or an hwloc XML file (overrides the config)");
-  sub->add_option("--config", o->config, "TOML configuration file (tiers, geometry, copy kernel; budgets are the bench's)");
+  sub->add_option("--topology", o->topology, "auto, this-system, emulated or an hwloc XML file (overrides the config)")
+      ->check(cxltier::cli::non_empty("--topology"));
+  sub->add_option("--config", o->config, "TOML configuration file (tiers, geometry, copy kernel; budgets are the bench's)")
+      ->check(cxltier::cli::non_empty("--config"));
   sub->add_option("--block-bytes", o->block_bytes,
                   "block size, or a comma list to sweep (default: the geometry's, 5 MiB for the canonical model)");
   sub->add_option("--blocks", o->blocks, "blocks per pass (default: 160 MiB worth, at least 4)");

@@ -8,6 +8,7 @@
 // rows can call measure_remote() below.)
 #include "commands.hpp"
 
+#include "core/secret_file.hpp"
 #include "remote/cluster.hpp"
 #include "remote/value.hpp"
 #include "runtime/remote.hpp"
@@ -80,10 +81,7 @@ int bench_remote(const BenchRemoteOptions &o) {
   if (!o.password_file.empty()) cfg.set("remote.password_file", o.password_file);
   Auth auth;
   auth.user = o.user;
-  if (!o.password_file.empty()) {
-    std::ifstream in(o.password_file);
-    std::getline(in, auth.password);
-  }
+  if (!o.password_file.empty()) auth.password = read_password_file(o.password_file, "--password-file");
   ClusterOptions copt;
   for (const std::string &s : cfg.remote.seeds) copt.seeds.push_back(parse_node_addr(s, "--seeds"));
   copt.auth = auth;

@@ -30,13 +30,19 @@ struct Knob {
   std::function<void(SyntheticParams &, const std::string &)> apply;
 };
 
+// Sizes the generator holds in memory (blocks, tokens, sequences at once) are bounded so that
+// a value it cannot generate is refused here, naming the flag, instead of ending in bad_alloc.
+constexpr uint64_t kMaxBlocksPerThing = uint64_t{1} << 20;  // blocks in a prefix, sinks, ...
+constexpr uint64_t kMaxTokens = uint64_t{1} << 24;           // tokens of one prompt or decode
+constexpr uint64_t kMaxLiveBlocks = uint64_t{1} << 24;       // blocks held at once, all sequences
+
 template <typename T>
-std::function<void(SyntheticParams &, const std::string &)> whole(T SyntheticParams::*field, const char *flag) {
-  return [field, flag](SyntheticParams &p, const std::string &t) {
+std::function<void(SyntheticParams &, const std::string &)> whole(T SyntheticParams::*field, const char *flag,
+                                                                  uint64_t max = std::numeric_limits<T>::max()) {
+  return [field, flag, max](SyntheticParams &p, const std::string &t) {
     uint64_t v = cxltier::parse_u64(t, flag);
-    if (v > std::numeric_limits<T>::max())
-      cxltier::fail(CXLT_ERROR_INVALID_ARGUMENT, flag, ": '", t, "' is too large (at most ",
-                    std::numeric_limits<T>::max(), ")");
+    if (v > max)
+      cxltier::fail(CXLT_ERROR_INVALID_ARGUMENT, flag, ": '", t, "' is too large (at most ", max, ")");
     p.*field = static_cast<T>(v);
   };
 }
@@ -66,30 +72,30 @@ std::vector<Knob> make_knobs() {
        whole(&P::steps, "--steps")},
       {"--sequences", "sequences over the whole run", text(uint64_t{d.sequences}), whole(&P::sequences, "--sequences")},
       {"--max-active", "running batch: sequences decoding at once (others queue)", text(uint64_t{d.max_active}),
-       whole(&P::max_active, "--max-active")},
+       whole(&P::max_active, "--max-active", kMaxBlocksPerThing)},
       {"--arrival-rate", "mean new sequences per step", text(d.arrival_rate), real(&P::arrival_rate, "--arrival-rate")},
       {"--block-size", "tokens per KV block", text(uint64_t{d.block_size_tokens}),
-       whole(&P::block_size_tokens, "--block-size")},
+       whole(&P::block_size_tokens, "--block-size", kMaxBlocksPerThing)},
       {"--prefix-groups", "distinct shared system prompts (0: no shared prefixes)", text(uint64_t{d.prefix_groups}),
-       whole(&P::prefix_groups, "--prefix-groups")},
+       whole(&P::prefix_groups, "--prefix-groups", kMaxBlocksPerThing)},
       {"--prefix-blocks", "full blocks in each shared prefix", text(uint64_t{d.prefix_blocks}),
-       whole(&P::prefix_blocks, "--prefix-blocks")},
+       whole(&P::prefix_blocks, "--prefix-blocks", kMaxBlocksPerThing)},
       {"--prefix-fraction", "share of sequences that start with a shared prefix, in [0, 1]", text(d.prefix_fraction),
        real(&P::prefix_fraction, "--prefix-fraction")},
       {"--prompt-tokens-min", "private prompt tokens, lower bound (log-uniform)", text(uint64_t{d.prompt_tokens_min}),
-       whole(&P::prompt_tokens_min, "--prompt-tokens-min")},
+       whole(&P::prompt_tokens_min, "--prompt-tokens-min", kMaxTokens)},
       {"--prompt-tokens-max", "private prompt tokens, upper bound", text(uint64_t{d.prompt_tokens_max}),
-       whole(&P::prompt_tokens_max, "--prompt-tokens-max")},
+       whole(&P::prompt_tokens_max, "--prompt-tokens-max", kMaxTokens)},
       {"--decode-tokens-min", "tokens generated per sequence, lower bound (log-uniform)",
-       text(uint64_t{d.decode_tokens_min}), whole(&P::decode_tokens_min, "--decode-tokens-min")},
+       text(uint64_t{d.decode_tokens_min}), whole(&P::decode_tokens_min, "--decode-tokens-min", kMaxTokens)},
       {"--decode-tokens-max", "tokens generated per sequence, upper bound", text(uint64_t{d.decode_tokens_max}),
-       whole(&P::decode_tokens_max, "--decode-tokens-max")},
+       whole(&P::decode_tokens_max, "--decode-tokens-max", kMaxTokens)},
       {"--sink-blocks", "attention sinks: the first blocks of each sequence", text(uint64_t{d.sink_blocks}),
-       whole(&P::sink_blocks, "--sink-blocks")},
+       whole(&P::sink_blocks, "--sink-blocks", kMaxBlocksPerThing)},
       {"--recent-blocks", "recency window: the last blocks of each sequence", text(uint64_t{d.recent_blocks}),
-       whole(&P::recent_blocks, "--recent-blocks")},
+       whole(&P::recent_blocks, "--recent-blocks", kMaxBlocksPerThing)},
       {"--heavy-hitters", "blocks per sequence with persistent high attention", text(uint64_t{d.heavy_hitters}),
-       whole(&P::heavy_hitters, "--heavy-hitters")},
+       whole(&P::heavy_hitters, "--heavy-hitters", kMaxBlocksPerThing)},
       {"--heavy-drift", "per step and sequence, chance that a heavy hitter moves, in [0, 1]", text(d.heavy_drift),
        real(&P::heavy_drift, "--heavy-drift")},
       {"--sink-mass", "attention mass per step shared by the sinks, in [0, 1]", text(d.sink_mass),
@@ -102,6 +108,24 @@ std::vector<Knob> make_knobs() {
        real(&P::tail_fraction, "--tail-fraction")},
       {"--jitter", "relative noise on every block's weight, in [0, 1)", text(d.jitter), real(&P::jitter, "--jitter")},
   };
+}
+
+// What the generator holds at once: every shared prefix, and each running sequence's blocks.
+void check_live_blocks(const SyntheticParams &p) {
+  const uint64_t prefixes = uint64_t{p.prefix_groups} * p.prefix_blocks;
+  if (prefixes > kMaxLiveBlocks)
+    cxltier::fail(CXLT_ERROR_INVALID_ARGUMENT, "--prefix-groups x --prefix-blocks = ", prefixes,
+                  " shared-prefix blocks, more than the ", kMaxLiveBlocks, " this generator holds; lower them");
+  const uint64_t per_sequence =
+      p.prefix_blocks + (uint64_t{p.prompt_tokens_max} + p.decode_tokens_max) / p.block_size_tokens + 1;
+  const uint64_t live = per_sequence * p.max_active;
+  if (live > kMaxLiveBlocks)
+    cxltier::fail(CXLT_ERROR_INVALID_ARGUMENT, "--max-active x (--prefix-blocks + (--prompt-tokens-max + ",
+                  "--decode-tokens-max) / --block-size) = ", live, " blocks of running sequences, more than the ",
+                  kMaxLiveBlocks, " this generator holds; lower them");
+  if (p.arrival_rate > static_cast<double>(kMaxBlocksPerThing))
+    cxltier::fail(CXLT_ERROR_INVALID_ARGUMENT, "--arrival-rate: ", p.arrival_rate, " is too large (at most ",
+                  kMaxBlocksPerThing, " sequences per step)");
 }
 
 struct GenOptions {
@@ -141,6 +165,7 @@ static cxltier::cli::Registrar reg(60, [](CLI::App &app) {
     SyntheticParams params;
     for (const Knob &k : opts->knobs) k.apply(params, k.text);
     params.validate();
+    check_live_blocks(params);
     // Progress on stderr once a run has taken a second: one rewritten line on a terminal, a
     // line every 5 s otherwise (logs stay short).
     const bool tty = isatty(STDERR_FILENO) != 0;

@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -45,6 +46,8 @@ struct RunOptions {
 };
 
 // Block content: [key.hi][key.lo][version][xxh3(bytes 32..end)] then a pattern from the key.
+constexpr uint64_t kHeaderBytes = 32;
+
 void fill(void *data, size_t bytes, const Key &k, uint64_t version) {
   auto *w = static_cast<uint64_t *>(data);
   const size_t n = bytes / 8;
@@ -87,7 +90,7 @@ public:
     Tracked &t = tracked_[id];
     if (touch && !placed && b.tier >= 0) ++c_.found[b.tier];
     if (placed) {
-      fill(b.data, b.bytes, k, ++version_);
+      if (b.data != nullptr) fill(b.data, b.bytes, k, ++version_);  // the null backend holds no bytes
       t.verified_tier = b.tier;
       if (first_time) ++c_.computed; else ++c_.recomputed;
     } else if (b.data != nullptr && t.verified_tier != b.tier) {
@@ -124,6 +127,19 @@ private:
   uint64_t version_ = 0;
 };
 
+// SIGTERM, SIGINT or SIGHUP during a run with a store: the loop stops after the current step,
+// the runtime closes (writing its final checkpoint), and the signal is raised again with its
+// default action, so the parent sees how the run ended and no state since open is lost.
+volatile sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 std::string gbps(uint64_t bytes, uint64_t ns) {
   char buf[32];
   if (ns == 0) return "-";
@@ -143,8 +159,14 @@ int run(const RunOptions &o) {
     cfg.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (o.config.empty() && std::getenv("CXLT_RUNTIME_VERIFY_COPIES") == nullptr) cfg.verify_copies = true;
+  cfg.validate();
+  if (cfg.geometry.bytes() < kHeaderBytes)
+    fail(CXLT_ERROR_CONFIG, "the geometry gives ", cfg.geometry.bytes(), "-byte blocks; cxltier run writes a ",
+         kHeaderBytes, "-byte header (key, version, checksum) into every block, so it needs blocks of at least ",
+         kHeaderBytes, " bytes");
   auto rt = Runtime::open(cfg);
   const Topology &topo = rt->topology();
+  if (!cfg.store_path.empty()) catch_stop_signals();
 
   trace::SyntheticParams wp;
   wp.seed = o.seed;
@@ -160,8 +182,10 @@ int run(const RunOptions &o) {
   trace::Step step;
 
   if (!o.quiet) {
-    std::fprintf(stderr, "cxltier run: %zu tiers (%s topology%s), %s blocks, %llu steps, seed %llu\n", rt->tier_count(),
-                 topology_source_name(topo.source), topo.note.empty() ? "" : (": " + topo.note).c_str(),
+    // The topology's note (why these tiers, what is emulated) is `cxltier topo`'s to print, once.
+    std::fprintf(stderr, "cxltier run: %zu tiers (%s topology: %s%s), %s blocks, %llu steps, seed %llu\n",
+                 rt->tier_count(), topology_source_name(topo.source), topo.origin.c_str(),
+                 topo.note.empty() ? "" : "; `cxltier topo` explains",
                  format_bytes(cfg.geometry.bytes()).c_str(), static_cast<unsigned long long>(o.steps),
                  static_cast<unsigned long long>(o.seed));
   }
@@ -175,7 +199,7 @@ int run(const RunOptions &o) {
   auto last_progress = t0;
   uint64_t done = 0;
   constexpr size_t kChunk = 32;  // blocks pinned at once (an engine's layer-by-layer working set)
-  while (wl.next_step(step)) {
+  while (g_stop_signal == 0 && wl.next_step(step)) {
     for (uint64_t id : step.created) {
       bool first = !engine.known(id);
       Key k = key_from_trace_id(id);
@@ -255,7 +279,7 @@ int run(const RunOptions &o) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("\ncxltier run: %llu decode steps in %.1f s on %s tiers (%s)\n", static_cast<unsigned long long>(done), secs,
-                topology_source_name(topo.source), topo.note.empty() ? topo.origin.c_str() : topo.note.c_str());
+                topology_source_name(topo.source), topo.origin.c_str());
     std::printf("\n%-6s %-9s %-9s %12s %12s %10s %12s\n", "tier", "backend", "kind", "budget", "occupancy", "blocks",
                 "hits");
     for (uint32_t t = 0; t < s.tier_count; ++t) {
@@ -307,6 +331,15 @@ int run(const RunOptions &o) {
                 static_cast<unsigned long long>(c.integrity_errors));
     std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");
   }
+  std::fflush(stdout);
+  rt->close();  // the final checkpoint: its failure is this command's error
+  if (const int sig = g_stop_signal) {
+    std::fprintf(stderr, "cxltier run: stopped by signal %d after %llu of %llu steps; the score store %s is checkpointed\n",
+                 sig, static_cast<unsigned long long>(done), static_cast<unsigned long long>(o.steps),
+                 cfg.store_path.c_str());
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
   return c.integrity_errors == 0 ? cxltier::cli::kExitOk : cxltier::cli::kExitCheckFailed;
 }
 
@@ -316,9 +349,12 @@ static cxltier::cli::Registrar reg(20, [](CLI::App &app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App *sub = app.add_subcommand("run", "The main job: a seeded decode workload through the runtime on real memory, "
                                             "with per-tier hits, migrations and byte-integrity checks");
-  sub->add_option("--config", o->config, "TOML configuration file (see docs/configuration.md)");
-  sub->add_option("--topology", o->topology, "auto, this-system, emulated or an hwloc XML file (overrides the config)");
-  sub->add_option("--store", o->store, "score-store checkpoint file (persistence across restarts)");
+  sub->add_option("--config", o->config, "TOML configuration file (see docs/configuration.md)")
+      ->check(cxltier::cli::non_empty("--config"));
+  sub->add_option("--topology", o->topology, "auto, this-system, emulated or an hwloc XML file (overrides the config)")
+      ->check(cxltier::cli::non_empty("--topology"));
+  sub->add_option("--store", o->store, "score-store checkpoint file (persistence across restarts)")
+      ->check(cxltier::cli::non_empty("--store"));
   sub->add_option("--set", o->sets, "KEY=VALUE configuration override, repeatable (e.g. policy.alpha=0.1)");
   sub->add_option("--steps", o->steps, "decode steps to run")->capture_default_str();
   sub->add_option("--seed", o->seed, "workload seed")->capture_default_str();

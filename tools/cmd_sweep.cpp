@@ -4,6 +4,7 @@
 // (a heat map of hit rate over alpha x beta per capacity, hit-rate curves over capacity per
 // policy). Exit status 1 when any policy beats OPT (a bug). docs/replay.md.
 #include "commands.hpp"
+#include "gnuplot.hpp"
 #include "replay_cli.hpp"
 
 #include <cxltier/error.hpp>
@@ -180,14 +181,8 @@ void write_out(const std::string &path, const std::string &text, const char *wha
   if (!f) fail(CXLT_ERROR_IO, what, ": cannot write ", path);
 }
 
-std::string quote_gp(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o + "\"";
-}
+// Every text in the script is a literal (gnuplot.hpp); shown without enhanced-text markup.
+std::string quote_gp(const std::string &s) { return cxltier::cli::gnuplot_literal(s); }
 
 std::string basename_of(const std::string &p) {
   size_t s = p.find_last_of('/');
@@ -205,10 +200,9 @@ std::string plot_script(const SweepResult &r, const std::string &out) {
   const size_t panels = 1 + grids.size() * r.capacities.size();
   const size_t cols = std::min<size_t>(3, panels), rows = (panels + cols - 1) / cols;
   std::ostringstream s;
-  s << "# cxltier sweep plot of " << r.trace << " (regenerate: gnuplot THIS_FILE)\n";
+  s << "# cxltier sweep plot (redraw: gnuplot THIS_FILE > OUTPUT)\n";
   s << "set terminal " << (svg ? "svg" : "pngcairo") << " size " << cols * 560 << "," << rows * 440
-    << (svg ? " dynamic font 'sans,10'" : " font 'sans,10'") << "\n";
-  s << "set output " << quote_gp(out) << "\n";
+    << (svg ? " dynamic font 'sans,10'" : " font 'sans,10'") << " noenhanced\n";
   s << "set multiplot layout " << rows << "," << cols << " title "
     << quote_gp(basename_of(r.trace) + ": hit rate, higher is better (attention " +
                 (r.trace_attention ? "from the trace" : "constant 1.0") + ")")
@@ -262,21 +256,6 @@ std::string plot_script(const SweepResult &r, const std::string &out) {
   }
   s << "unset multiplot\n";
   return s.str();
-}
-
-// Runs gnuplot on the script file. Returns "" or why it failed.
-std::string run_gnuplot(const std::string &script_path) {
-  std::vector<std::string> args{"gnuplot", script_path};
-  std::vector<char *> argv;
-  for (std::string &a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) return "gnuplot could not be started (" + std::string(std::strerror(rc)) + "); install gnuplot-nox (scripts/common.sh does)";
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "gnuplot failed on " + script_path + " (its messages are above)";
-  return "";
 }
 
 }  // namespace
@@ -365,7 +344,7 @@ static cxltier::cli::Registrar reg(71, [](CLI::App &app) {
     if (!f->plot.empty()) {
       std::string script = f->plot + ".gp";
       write_out(script, plot_script(r, f->plot), "--plot");
-      std::string err = run_gnuplot(script);
+      std::string err = cxltier::cli::run_gnuplot(script, f->plot);
       if (!err.empty()) {
         std::fprintf(stderr, "cxltier sweep: --plot: %s\n", err.c_str());
         rc = cxltier::cli::kExitCheckFailed;

@@ -24,7 +24,7 @@ static cxltier::cli::Registrar reg(10, [](CLI::App &app) {
   sub->add_option("--topology", opts->topology,
                   "auto (this machine if it has 2+ tiers, else the embedded default), this-system, emulated, "
                   "or an hwloc XML file")
-      ->capture_default_str();
+      ->capture_default_str()->check(cxltier::cli::non_empty("--topology"));
   sub->add_flag("--json", opts->json, "Print JSON instead of the table");
   return [opts]() -> int {
     cxltier::Topology topo = cxltier::discover_topology(opts->topology);

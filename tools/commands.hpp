@@ -29,6 +29,14 @@ struct CommandInfo {
 
 std::vector<CommandInfo> &command_registry();
 
+// For flags whose empty value would silently mean their default (--topology '' is not auto):
+// the empty text is refused at parsing, naming the flag (exit 2).
+inline CLI::Validator non_empty(const std::string &flag) {
+  return CLI::Validator(
+      [flag](std::string &v) { return v.empty() ? flag + " is empty; give a value or leave the flag out" : std::string(); },
+      "", "non-empty");
+}
+
 struct Registrar {
   Registrar(int order, CommandSetup setup) { command_registry().push_back({order, std::move(setup)}); }
 };

@@ -9,8 +9,11 @@
 #include "cxlt_config.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 namespace cxltier::cli {
 std::vector<CommandInfo> &command_registry() {
@@ -35,6 +38,18 @@ int main(int argc, char **argv) {
     auto subs = app.get_subcommands({});
     if (subs.size() == before + 1) runners.emplace_back(subs.back(), std::move(run));
   }
+  // A first word that is neither a flag nor a subcommand: say so, and list the subcommands
+  // (CLI11 alone says only that a subcommand is required).
+  const bool known = argc > 1 && std::any_of(runners.begin(), runners.end(), [&](const auto &r) {
+    return r.first->check_name(argv[1]);
+  });
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::string names;
+    for (const auto &[sub, run] : runners) names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "cxltier: unknown subcommand '%s' (the subcommands: %s; see cxltier --help)\n", argv[1],
+                 names.c_str());
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -44,7 +59,14 @@ int main(int argc, char **argv) {
   for (auto &[sub, run] : runners) {
     if (!sub->parsed()) continue;
     try {
-      return run();
+      const int rc = run();
+      // Output that could not be written is a failure with a message, whatever the command.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "cxltier %s: error: writing to stdout failed: %s\n", sub->get_name().c_str(),
+                     std::strerror(errno));
+        return kExitBadInput;
+      }
+      return rc;
     } catch (const cxltier::Error &err) {
       std::fprintf(stderr, "cxltier %s: error: %s\n", sub->get_name().c_str(), err.what());
       switch (err.code()) {

@@ -83,7 +83,8 @@ CXLT_API cxlt_key_t cxlt_key_from_sequence(uint64_t sequence_id, uint64_t block_
 /**
  * \return the content key of a block: XXH3-128 over the parent block's key and this block's
  * token ids, so identical prefixes get the same key in every sequence (pass {0,0} as the parent
- * of the first block). `tokens` may be NULL only when n_tokens is 0.
+ * of the first block). `tokens` may be NULL only when n_tokens is 0: NULL with n_tokens > 0
+ * returns {0, 0} (the root parent, not the key of any content) and sets cxlt_last_error().
  */
 CXLT_API cxlt_key_t cxlt_key_from_tokens(cxlt_key_t parent, const int32_t *tokens,
                                          size_t n_tokens) CXLT_NOEXCEPT;
@@ -183,6 +184,15 @@ CXLT_API cxlt_result_t cxlt_runtime_open_config(const cxlt_config_t *cfg, cxlt_r
  * every tier's memory. Calls that race with close, or come after it, return CXLT_ERROR_CLOSED.
  */
 CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+/**
+ * Close as cxlt_runtime_close does, and report the final score-store checkpoint: waits for
+ * calls in flight on this handle to return, stops the migrations, writes the checkpoint, frees
+ * every tier's memory. The handle is closed whatever the result.
+ * \return CXLT_OK (written, or persistence is off); CXLT_ERROR_IO when the final checkpoint
+ *         could not be written (the previous checkpoint file is intact; the reason is in
+ *         cxlt_last_error()); CXLT_ERROR_CLOSED for a handle already closed or never opened.
+ */
+CXLT_API cxlt_result_t cxlt_runtime_close_ex(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
 
 /**
  * Give the block `key` a slot in the fastest tier with room under its budget, demoting the

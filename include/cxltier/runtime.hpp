@@ -44,7 +44,12 @@ public:
   // checkpoint if configured, start the migration threads. Throws Error with CXLT_ERROR_CONFIG
   // (naming the field), _TOPOLOGY, _BACKEND, _IO or _CORRUPT; nothing is left running.
   static std::unique_ptr<Runtime> open(const RuntimeConfig &config);
-  ~Runtime();  // close(): stop, checkpoint if configured, free every tier's memory
+  ~Runtime();  // close() if not yet done (a failed checkpoint printed to stderr), free every tier's memory
+  // Stop the migration threads and the remote tier, then write the final score-store checkpoint
+  // if persistence is on. Throws Error (CXLT_ERROR_IO) when that checkpoint cannot be written, so
+  // the caller learns of it; the previous checkpoint file is left intact. Only destruction may
+  // follow; a second close() does nothing.
+  void close();
   Runtime(const Runtime &) = delete;
   Runtime &operator=(const Runtime &) = delete;
 

@@ -60,7 +60,11 @@ cxlt_key_t cxlt_key_from_sequence(uint64_t sequence_id, uint64_t block_index) no
 }
 
 cxlt_key_t cxlt_key_from_tokens(cxlt_key_t parent, const int32_t *tokens, size_t n_tokens) noexcept {
-  if (tokens == nullptr) n_tokens = 0;
+  if (tokens == nullptr && n_tokens != 0) {
+    // Hashing zero tokens instead would give a real-looking key for the wrong content.
+    capi::set_last_error(CXLT_ERROR_INVALID_ARGUMENT, "cxlt_key_from_tokens: tokens is NULL but n_tokens is not 0");
+    return cxlt_key_t{0, 0};
+  }
   return key_from_tokens(Key::from(parent), tokens, n_tokens).c();
 }
 

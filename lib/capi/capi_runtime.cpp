@@ -13,10 +13,12 @@
 #include <cxltier/runtime.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 
 using namespace cxltier;
@@ -92,6 +94,27 @@ void cxlt_runtime_close(cxlt_runtime_t *rt) noexcept {
   } catch (...) {
     // ~Runtime does not throw; nothing may cross the C boundary regardless.
   }
+}
+
+cxlt_result_t cxlt_runtime_close_ex(cxlt_runtime_t *rt) noexcept {
+  std::shared_ptr<Runtime> victim;
+  {
+    std::unique_lock lk(g_registry_mu);
+    auto it = registry().find(reinterpret_cast<uintptr_t>(rt));
+    if (it != registry().end()) {
+      victim = std::move(it->second);
+      registry().erase(it);
+    }
+  }
+  return capi::capi_call([&] {
+    if (!victim) fail(CXLT_ERROR_CLOSED, "cxlt_runtime_close_ex: runtime handle is closed or was never opened");
+    // The handle is gone from the registry, so no new call reaches the runtime; calls already
+    // in flight hold a reference for their duration and are short.
+    while (victim.use_count() > 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::shared_ptr<Runtime> last = std::move(victim);
+    last->close();  // throws Error(CXLT_ERROR_IO) when the final checkpoint fails
+    return CXLT_OK;
+  });
 }
 
 cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) noexcept {

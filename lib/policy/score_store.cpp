@@ -20,6 +20,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -285,6 +286,7 @@ constexpr char kMagic[8] = {'C', 'X', 'L', 'T', 'S', 'T', 'O', 'R'};
 constexpr char kEndMagic[8] = {'C', 'X', 'L', 'T', 'E', 'N', 'D', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 64, kRecord = 48, kChunk = 4096, kFooter = 32;
+constexpr uint64_t kMaxClock = uint64_t{1} << 62;  // step and tick bound (parse_checkpoint)
 
 template <typename T>
 void put(std::string &b, T v) {
@@ -304,7 +306,24 @@ uint64_t expected_size(uint64_t count) {
 
 bool pid_alive(long pid) { return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
-// Remove temporary files that a killed writer left beside `path` (<path>.tmp.<pid>.<n>).
+// True for a name of the exact form write_checkpoint() gives its temporary files:
+// <prefix><pid>.<n>, both decimal without a sign or leading zero; *pid gets the pid.
+bool temp_name(const std::string &name, const std::string &prefix, long *pid) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  auto number = [](const std::string &s, size_t from, size_t to) {
+    if (to <= from || to - from > 19 || (s[from] == '0' && to - from > 1)) return false;
+    for (size_t i = from; i < to; ++i)
+      if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+  };
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos || !number(name, prefix.size(), dot) || !number(name, dot + 1, name.size())) return false;
+  *pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+  return true;
+}
+
+// Remove temporary files that a killed writer left beside `path` (<path>.tmp.<pid>.<n>, regular
+// files whose writer is gone). Any other name, however close, is the user's and stays.
 void remove_stale_temps(const std::string &path) {
   std::string dir = ".", base = path;
   if (size_t slash = path.rfind('/'); slash != std::string::npos) {
@@ -316,9 +335,11 @@ void remove_stale_temps(const std::string &path) {
   if (!d) return;
   while (dirent *de = readdir(d)) {
     std::string name = de->d_name;
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (!pid_alive(pid)) unlinkat(dirfd(d), name.c_str(), 0);
+    long pid = 0;
+    if (!temp_name(name, prefix, &pid) || pid_alive(pid)) continue;
+    struct stat st {};
+    if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      unlinkat(dirfd(d), name.c_str(), 0);
   }
   closedir(d);
 }
@@ -416,7 +437,8 @@ void ScoreStore::write_checkpoint(const std::string &path, const CheckpointMeta 
 }
 
 LoadedCheckpoint ScoreStore::load(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP) fail(CXLT_ERROR_IO, "score store ", path, " is a symbolic link; refusing to read through it");
     fail(CXLT_ERROR_IO, "score store ", path, ": cannot open: ", std::strerror(errno));
@@ -426,13 +448,35 @@ LoadedCheckpoint ScoreStore::load(const std::string &path) {
     ::close(fd);
     fail(CXLT_ERROR_IO, "score store ", path, " is not a regular file");
   }
-  std::string buf(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
+  auto read_at = [&](std::string &buf, size_t from) {
+    size_t got = from;
+    while (got < buf.size()) {
+      ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  };
+  // The header first: a foreign or mis-sized file is refused before its bulk is read.
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string buf(static_cast<size_t>(std::min<uint64_t>(size, kHeader)), '\0');
+  size_t got = read_at(buf, 0);
+  if (got == buf.size() && (size < kHeader || std::memcmp(buf.data(), kMagic, 8) != 0)) {
+    ::close(fd);
+    parse_checkpoint(buf, path);  // throws: bad magic or truncated header
+  }
+  if (got == buf.size() && get<uint32_t>(buf.data() + 60) == XXH32(buf.data(), 60, 0)) {
+    const uint64_t count = get<uint64_t>(buf.data() + 16);
+    if (count <= (1ull << 32) && size != expected_size(count)) {
+      ::close(fd);
+      fail(CXLT_ERROR_CORRUPT, "score store ", path, ": size ", size, " bytes, expected ", expected_size(count), " for ",
+           count, " states (truncated or padded)");
+    }
+  }
+  if (got == buf.size()) {
+    buf.resize(static_cast<size_t>(size));
+    got = read_at(buf, got);
   }
   ::close(fd);
   remove_stale_temps(path);
@@ -459,10 +503,15 @@ LoadedCheckpoint ScoreStore::parse_checkpoint(std::string_view buf, const std::s
   if (std::memcmp(footer, kEndMagic, 8) != 0) corrupt("footer missing");
   if (get<uint64_t>(footer + 8) != count) corrupt("footer count disagrees with header");
   if (get<uint64_t>(footer + 16) != XXH3_64bits(buf.data(), buf.size() - kFooter)) corrupt("file checksum mismatch");
+  if (get<uint64_t>(footer + 24) != 0) corrupt("footer's reserved word is not 0");
 
   LoadedCheckpoint cp;
   cp.meta.current_step = get<uint64_t>(buf.data() + 24);
   cp.meta.current_tick = get<uint64_t>(buf.data() + 32);
+  // A clock this far on would wrap (the step) or stop every later checkpoint (the tick, which
+  // only ever grows): 2^62 steps is 146,000 years at a million steps a second.
+  if (cp.meta.current_step > kMaxClock) corrupt("step " + std::to_string(cp.meta.current_step) + " is past 2^62");
+  if (cp.meta.current_tick > kMaxClock) corrupt("tick " + std::to_string(cp.meta.current_tick) + " is past 2^62");
   cp.meta.alpha = get<double>(buf.data() + 40);
   cp.meta.beta = get<double>(buf.data() + 48);
   uint32_t flags = get<uint32_t>(buf.data() + 56);

@@ -956,7 +956,7 @@ std::vector<std::string> RuntimeConfig::apply_environment_vars(const std::vector
       std::string rest = up.substr(11);
       size_t us = rest.find('_');
       std::string idx = rest.substr(0, us);
-      bool digits = !idx.empty() && idx.size() <= 9 && std::all_of(idx.begin(), idx.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      bool digits = !idx.empty() && std::all_of(idx.begin(), idx.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
       const Field *f = nullptr;
       if (digits && us != std::string::npos)
         for (const Field &tf : kTierFields)
@@ -965,9 +965,9 @@ std::vector<std::string> RuntimeConfig::apply_environment_vars(const std::vector
         warnings.push_back(var + " is not a configuration variable" + did_you_mean(up, known_env) + "; ignored");
         continue;
       }
-      unsigned long n = std::stoul(idx);
+      const unsigned long n = idx.size() <= 9 ? std::stoul(idx) : kMaxTiers;  // longer: out of range too
       if (n >= kMaxTiers)
-        fail(CXLT_ERROR_CONFIG, "environment variable ", var, ": tier index ", n, " is out of range (at most ",
+        fail(CXLT_ERROR_CONFIG, "environment variable ", var, ": tier index ", idx, " is out of range (at most ",
              kMaxTiers, " tiers: CXLT_TIERS_0_* to CXLT_TIERS_", kMaxTiers - 1, "_*)");
       r = Resolved{f, static_cast<int>(n), "tiers." + std::to_string(n) + "." + f->name};
     } else {
@@ -1132,6 +1132,9 @@ void RuntimeConfig::validate() const {
       bad(p + "layout", p, "layout = '", t.layout, "' is not a known layout (known: contiguous, per-layer)");
     if (!(t.pace_mib_s >= 0.0) || !std::isfinite(t.pace_mib_s))
       bad(p + "pace_mib_s", p, "pace_mib_s = ", fmt_double(t.pace_mib_s), " must be a finite number >= 0");
+    if (t.pace_mib_s > 0.0 && t.pace_mib_s < 1.0 / 1024.0)  // slower, one block's copy time overflows
+      bad(p + "pace_mib_s", p, "pace_mib_s = ", fmt_double(t.pace_mib_s),
+          " must be 0 (off) or at least 1/1024 MiB/s (1 KiB/s)");
     if (t.bandwidth_mib_s && !(*t.bandwidth_mib_s > 0.0 && std::isfinite(*t.bandwidth_mib_s)))
       bad(p + "bandwidth_mib_s", p, "bandwidth_mib_s = ", fmt_double(*t.bandwidth_mib_s), " must be > 0");
     if (t.latency_ns && !(*t.latency_ns > 0.0 && std::isfinite(*t.latency_ns)))

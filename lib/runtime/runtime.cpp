@@ -231,7 +231,9 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
     }
     return m.block_of(id);
   }
-  m.restore_or_reset(id, nullptr);
+  const PolicyState before = e.st;  // a refused admission leaves the state as it found it
+  bool restored = false;
+  m.restore_or_reset(id, &restored);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
   e.st.tick = ++m.tick;
   e.flags |= kFlagAdmitting;
@@ -241,7 +243,12 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   } catch (...) {
     StoreEntry &f = (*m.store)[id];
     f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-    if (f.tier < 0) m.store->set_resident(id, false);
+    if (f.tier < 0) {
+      f.st = before;
+      if (restored) --m.restored;
+      m.store->set_resident(id, false);
+      if (before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);  // a key never seen: no state at all
+    }
     m.moved_cv.notify_all();
     throw;
   }

@@ -10,6 +10,7 @@
 
 #include "policy/eviction.hpp"
 #include "policy/score_store.hpp"
+#include "policy/store_file.hpp"
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
 #include "runtime/remote.hpp"
@@ -81,6 +82,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t block_bytes = 0;
   std::vector<TierRt> tiers;
   std::unique_ptr<ScoreStore> store;
+  StoreLock store_lock;  // held on store.path's lock file until the runtime is gone
   size_t policy_ids = 0;
   CopyKernel kernel_down = CopyKernel::nt;  // demotions: stream around the cache
   CopyKernel kernel_up = CopyKernel::memcpy;  // promotions: the engine reads the block soon

@@ -4,6 +4,9 @@
 #include "memory/choose.hpp"
 #include "runtime/runtime_impl.hpp"
 
+#include "policy/store_file.hpp"
+#include "runtime/host_budget.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/units.hpp>
 
@@ -189,6 +192,10 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
       if (!t.host && !t.no_bytes)
         fail(CXLT_ERROR_CONFIG, "runtime.verify_copies = true hashes blocks on the CPU, but tier '", t.name,
              "' is device memory (backend ", t.backend_name, ")");
+  std::vector<HostBudget> host_budgets;
+  for (const TierRt &t : m->tiers)
+    if (t.host && !t.no_bytes) host_budgets.push_back({t.name, t.pool->budget_bytes(), t.emulated, t.nodes});
+  check_host_budgets(host_budgets, host_memory_bytes(), host_node_memory_bytes);
   if (null_tiers != 0 && null_tiers != m->tiers.size())
     fail(CXLT_ERROR_CONFIG, "tiers: the null backend holds no bytes, so it cannot share a runtime with tiers that do");
   for (size_t i = 0; i < m->tiers.size(); ++i)
@@ -222,6 +229,8 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   m->store = std::make_unique<ScoreStore>(so);
 
   if (!cfg.store_path.empty()) {
+    m->store_lock = StoreLock(cfg.store_path);  // refuses a store that another runtime holds
+    check_store_writable(cfg.store_path);       // a checkpoint that could never be written is refused now
     struct stat st {};
     if (lstat(cfg.store_path.c_str(), &st) == 0) {
       LoadedCheckpoint cp = ScoreStore::load(cfg.store_path);  // throws, loading nothing, if damaged
@@ -268,21 +277,27 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   return std::unique_ptr<Runtime>(new Runtime(std::move(m)));
 }
 
-Runtime::~Runtime() {
+void Runtime::close() {
   Impl &m = *impl_;
   {
     std::lock_guard lk(m.mu);
+    if (m.closed) return;
     m.closed = true;
   }
   m.stop_threads();
   if (m.remote) m.remote->stop();  // every write-out finished (its slot freed) before memory goes
   if (!m.cfg.store_path.empty()) {
-    try {
-      std::unique_lock lk(m.mu);
-      m.write_checkpoint_now(lk);
-    } catch (const std::exception &e) {
-      std::fprintf(stderr, "cxltier: final score-store checkpoint failed: %s\n", e.what());
-    }
+    std::unique_lock lk(m.mu);
+    m.write_checkpoint_now(lk);
+  }
+}
+
+Runtime::~Runtime() {
+  Impl &m = *impl_;
+  try {
+    close();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "cxltier: final score-store checkpoint failed: %s\n", e.what());
   }
   // Pools before backends (the pool returns its extents to the backend).
   for (TierRt &t : m.tiers) {

@@ -399,6 +399,7 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {  // not exported
     bool event = false, type = false, hashes = false, ts = false;
     bool is_request_end = false;
     uint64_t bs = 0;
+    bool bs_given = false;  // a trace_block_size of 0 is malformed, not "absent"
     std::string_view key;
     while (sc.next_key(key)) {
       if (key == "timestamp") {
@@ -448,6 +449,7 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {  // not exported
                     if (!sc.u64_array(blocks, "event.request.replay.input_sequence_hashes")) break;
                   } else if (key == "trace_block_size") {
                     if (!sc.u64_value(bs, "event.request.replay.trace_block_size")) break;
+                    bs_given = true;
                   } else if (key == "input_length") {
                     if (!sc.u64_value(r.input_tokens, "event.request.replay.input_length")) break;
                   } else if (!sc.skip_value()) {
@@ -471,6 +473,7 @@ struct __attribute__((visibility("hidden"))) Reader::Impl {  // not exported
     if (!type) return bad("missing field \"event.event_type\"");
     if (!is_request_end) return LineResult::other;
     if (!hashes) return bad("request_end event without event.request.replay.input_sequence_hashes");
+    if (bs_given && bs == 0) return bad("event.request.replay.trace_block_size is 0: a block holds at least one token");
     if (bs > std::numeric_limits<uint32_t>::max())
       return bad("event.request.replay.trace_block_size " + std::to_string(bs) + " is out of range");
     if (probing) {

@@ -112,7 +112,7 @@ cxlt_result_t emulated_copy_in(void *state, void *dst, const void *src, size_t b
   if (s->pace_mib_s <= 0) return CXLT_ERROR_NOT_SUPPORTED;  // unpaced: the runtime's kernel
   // Reserve this copy's slot on the shared link first, so threads queue as on one device.
   const auto duration = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(static_cast<double>(bytes) / (s->pace_mib_s * 1048576.0)));
+      std::chrono::duration<double>(std::min(1e9, static_cast<double>(bytes) / (s->pace_mib_s * 1048576.0))));
   Clock::time_point done;
   {
     std::lock_guard<std::mutex> lock(s->pace_mutex);

@@ -3,6 +3,7 @@
 // cluster client. Fetches run in the caller's thread; write-outs are queued for a few threads
 // that pipeline what has gathered (up to kBatch blocks per round) and call back when the
 // server has acknowledged (or refused) each block.
+#include "core/secret_file.hpp"
 #include "remote/cluster.hpp"
 #include "remote/value.hpp"
 #include "runtime/remote.hpp"
@@ -227,15 +228,7 @@ std::unique_ptr<RemoteTier> open_remote_tier(const RuntimeConfig &cfg) {
   for (size_t i = 0; i < rc.seeds.size(); ++i)
     opt.seeds.push_back(parse_node_addr(rc.seeds[i], "remote.seeds[" + std::to_string(i) + "]"));
   opt.auth.user = rc.user;
-  if (!rc.password_file.empty()) {
-    std::ifstream in(rc.password_file);
-    if (!in) fail(CXLT_ERROR_CONFIG, "remote.password_file = '", rc.password_file, "' cannot be read");
-    std::getline(in, opt.auth.password);
-    while (!opt.auth.password.empty() && (opt.auth.password.back() == '\r' || opt.auth.password.back() == '\n'))
-      opt.auth.password.pop_back();
-    if (opt.auth.password.empty())
-      fail(CXLT_ERROR_CONFIG, "remote.password_file = '", rc.password_file, "': the first line is empty");
-  }
+  if (!rc.password_file.empty()) opt.auth.password = read_password_file(rc.password_file, "remote.password_file");
   opt.max_idle_per_node = std::max<size_t>(8, rc.concurrency + 2);
   return std::make_unique<RedisTier>(cfg, std::move(opt));
 }

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CLI at its edges, through the real binary, as a careless or hostile user drives it:
+// geometries and backends `cxltier run` must run or refuse (never crash), store and password
+// paths that are FIFOs, devices or huge files (refused at once, never a hang or an unbounded
+// read), plot file names that try to become gnuplot code, and generator sizes it cannot hold.
+// Every refusal exits 2 and names what was wrong.
+#include "../common/cli.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <signal.h>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using cxlt_test::ToolResult;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/cxlt-edges-cli-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string &name) const { return (path / name).string(); }
+};
+
+// Run the tool; a run still going after `limit` is killed and reported as status -2 (a hang).
+ToolResult run_limited(const std::vector<std::string> &args, const std::vector<std::string> &env = {},
+                       std::chrono::seconds limit = std::chrono::seconds(60)) {
+  cxlt_test::Started s = cxlt_test::start_program(cxlt_test::tool_path(), args, env);
+  if (s.pid <= 0) return cxlt_test::finish_program(s);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false, hung = false;
+  std::thread watchdog([&, pid = s.pid] {
+    std::unique_lock lk(mu);
+    if (!cv.wait_for(lk, limit, [&] { return done; })) {
+      hung = true;
+      kill(pid, SIGKILL);  // not reaped yet: finish_program is still reading its pipes
+    }
+  });
+  ToolResult r = cxlt_test::finish_program(s);
+  {
+    std::lock_guard lk(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+  if (hung) r.status = -2;
+  return r;
+}
+
+void write_file(const std::string &path, const std::string &text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+// Two small emulated tiers with the given geometry lines.
+std::string run_config(const TempDir &d, const std::string &geometry) {
+  const std::string path = d / "run.toml";
+  write_file(path, "topology = \"emulated\"\n[geometry]\n" + geometry +
+                       "\n[runtime]\nhuge_pages = \"none\"\nextent_blocks = 4\n"
+                       "[[tiers]]\nkind = \"hbm\"\nbudget = \"64KiB\"\n[[tiers]]\nkind = \"dram\"\nbudget = \"128KiB\"\n");
+  return path;
+}
+
+const char *kTinyGeometry = "layers = 1\nkv_heads = 1\nhead_dim = 1\nbytes_per_element = 1\nk_and_v = false\n";
+
+}  // namespace
+
+TEST(RunCli, BlocksBelowTheHeaderAreRefusedNotCrashed) {
+  TempDir d;
+  for (int tokens : {1, 8, 31}) {
+    auto r = run_limited({"run", "--config", run_config(d, std::string(kTinyGeometry) + "tokens_per_block = " +
+                                                              std::to_string(tokens)),
+                          "--steps", "5", "--quiet"});
+    EXPECT_EQ(r.status, 2) << tokens << " tokens: " << r.err;
+    EXPECT_NE(r.err.find("at least 32 bytes"), std::string::npos) << r.err;
+  }
+  auto ok = run_limited({"run", "--config", run_config(d, std::string(kTinyGeometry) + "tokens_per_block = 40"),
+                         "--steps", "5", "--quiet", "--sequences", "16", "--active", "4"});
+  EXPECT_EQ(ok.status, 0) << "40-byte blocks: " << ok.err;
+  EXPECT_NE(ok.out.find("integrity errors: 0"), std::string::npos) << ok.out;
+}
+
+TEST(RunCli, EveryTierOnTheNullBackendRuns) {
+  auto r = run_limited({"run", "--topology", "emulated", "--steps", "10", "--quiet"},
+                       {"CXLT_TIERS_0_BACKEND=null", "CXLT_TIERS_1_BACKEND=null", "CXLT_TIERS_2_BACKEND=null",
+                        "CXLT_TIERS_0_KIND=hbm", "CXLT_TIERS_1_KIND=dram", "CXLT_TIERS_2_KIND=cxl"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("integrity errors: 0"), std::string::npos) << r.out;
+}
+
+TEST(RunCli, UnwritableStoreIsRefusedAtOpen) {
+  auto r = run_limited({"run", "--topology", "emulated", "--steps", "3", "--quiet", "--store", "no/such/dir/x.store"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("no/such/dir"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("decode steps"), std::string::npos) << "the run must not start: " << r.out;
+}
+
+TEST(RunCli, FifoStoreIsRefusedWithoutBlocking) {
+  TempDir d;
+  const std::string fifo = d / "fifo.store";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = run_limited({"run", "--topology", "emulated", "--steps", "3", "--quiet", "--store", fifo}, {},
+                       std::chrono::seconds(30));
+  ASSERT_NE(r.status, -2) << "cxltier run blocked on a FIFO as store.path";
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("FIFO"), std::string::npos) << r.err;
+}
+
+TEST(PasswordFile, FifoDeviceHugeAndMissingAreRefused) {
+  TempDir d;
+  const std::string fifo = d / "pw.fifo", huge = d / "pw.huge", missing = d / "pw.missing";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  write_file(huge, "secret\n");
+  fs::resize_file(huge, uint64_t{1} << 30);  // sparse
+  struct Case {
+    std::string file;
+    const char *needle;
+  } cases[] = {{fifo, "not a regular file"}, {"/dev/zero", "not a regular file"}, {huge, "at most"},
+               {missing, "cannot be read"}};
+  for (const Case &c : cases) {
+    // The runtime reads the file at open, before it connects to any server.
+    auto r = run_limited({"run", "--topology", "emulated", "--steps", "1", "--quiet", "--set", "remote.enabled=true",
+                          "--set", "remote.seeds=127.0.0.1:1", "--set", "remote.password_file=" + c.file},
+                         {}, std::chrono::seconds(30));
+    ASSERT_NE(r.status, -2) << "cxltier run blocked on " << c.file;
+    if (r.err.find("built without the remote tier") != std::string::npos) GTEST_SKIP() << r.err;
+    EXPECT_EQ(r.status, 2) << c.file << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.file << ": " << r.err;
+    EXPECT_NE(r.err.find("remote.password_file"), std::string::npos) << r.err;
+    auto b = run_limited({"bench-remote", "--seeds", "127.0.0.1:1", "--password-file", c.file}, {},
+                         std::chrono::seconds(30));
+    ASSERT_NE(b.status, -2) << "cxltier bench-remote blocked on " << c.file;
+    EXPECT_EQ(b.status, 2) << c.file << ": " << b.err;
+    EXPECT_NE(b.err.find(c.needle), std::string::npos) << c.file << ": " << b.err;
+  }
+}
+
+TEST(PlotCli, BenchPlotNameIsNeverGnuplotCode) {
+  if (access("/usr/bin/gnuplot", X_OK) != 0) GTEST_SKIP() << "gnuplot is not installed";
+  TempDir d;
+  // The injected command would run in gnuplot's working directory, this test's.
+  const std::string pwned = "PWNED-bench-" + std::to_string(getpid());
+  const std::string plot = d / ("x'; system('touch " + pwned + "'); print '.png");
+  auto r = run_limited({"bench", "--topology", "emulated", "--block-bytes", "64KiB", "--blocks", "4", "--quiet",
+                        "--plot", plot});
+  EXPECT_FALSE(fs::exists(pwned)) << "the --plot name ran as gnuplot code";
+  fs::remove(pwned);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(plot)) << "the plot goes to the file named, quotes and all";
+}
+
+TEST(PlotCli, SweepPlotNameAndTraceNameAreNeverCodeOrMarkup) {
+  if (access("/usr/bin/gnuplot", X_OK) != 0) GTEST_SKIP() << "gnuplot is not installed";
+  TempDir d;
+  const std::string pwned = "PWNED-sweep-" + std::to_string(getpid());
+  const std::string plot = d / ("x`touch " + pwned + "`.svg");
+  const std::string trace = std::string(std::getenv("CXLT_TEST_DATA")) + "/traces/dynamo__mooncake_trace_1000.jsonl";
+  auto r = run_limited({"sweep", "--trace", trace, "--alpha", "0.5", "--beta", "0", "--capacity-blocks", "64",
+                        "--plot", plot, "--quiet"});
+  EXPECT_FALSE(fs::exists(pwned)) << "a backquote in the --plot name ran a shell command";
+  fs::remove(pwned);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream f(plot);
+  const std::string svg((std::istreambuf_iterator<char>(f)), {});
+  // The title shows the trace's name as it is: no underscore read as a subscript.
+  EXPECT_NE(svg.find("dynamo__mooncake_trace_1000.jsonl"), std::string::npos) << "title lost its underscores";
+}
+
+TEST(GenTraceCli, SizesItCannotHoldExitTwoNamingTheFlag) {
+  TempDir d;
+  const std::string out = d / "t.jsonl";
+  struct Case {
+    std::vector<std::string> args;
+    const char *needle;
+  } cases[] = {
+      {{"--prefix-blocks", "4294967295"}, "--prefix-blocks"},
+      {{"--prompt-tokens-max", "4294967295"}, "--prompt-tokens-max"},
+      {{"--max-active", "4294967295", "--arrival-rate", "1e6"}, "--max-active"},
+      {{"--prefix-groups", "4294967295"}, "--prefix-groups"},
+      {{"--prefix-groups", "1048576", "--prefix-blocks", "1048576"}, "--prefix-groups x --prefix-blocks"},
+      {{"--max-active", "1048576", "--prompt-tokens-max", "16777216", "--block-size", "1"}, "--max-active x"},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> args{"gen-trace", "--out", out, "--steps", "4"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = run_limited(args, {}, std::chrono::seconds(60));
+    EXPECT_EQ(r.status, 2) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+}
+
+TEST(MainCli, UnknownSubcommandIsNamed) {
+  auto r = run_limited({"frobnicate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown subcommand 'frobnicate'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run"), std::string::npos) << "the subcommands are listed: " << r.err;
+}
+
+TEST(RunCli, StopSignalsWriteTheFinalCheckpoint) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    TempDir d;
+    const std::string store = d / "s.store";
+    cxlt_test::Started s = cxlt_test::start_program(
+        cxlt_test::tool_path(), {"run", "--topology", "emulated", "--steps", "100000000", "--store", store});
+    ASSERT_GT(s.pid, 0);
+    // The header line comes after the runtime opened and the handlers are in place.
+    std::string head;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (head.find("cxltier run:") == std::string::npos && std::chrono::steady_clock::now() < end) {
+      pollfd p{s.err_fd, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(s.err_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // some steps into the run
+    kill(s.pid, sig);
+    ToolResult r = cxlt_test::finish_program(s);
+    r.err = head + r.err;
+    EXPECT_EQ(r.status, 128 + sig) << "the run ends by the signal it got: " << r.err;
+    EXPECT_NE(r.err.find("is checkpointed"), std::string::npos) << r.err;
+    struct stat st {};
+    ASSERT_EQ(stat(store.c_str(), &st), 0) << "signal " << sig << ": no checkpoint was written";
+    EXPECT_GT(st.st_size, 64) << "the checkpoint holds the run's states";
+  }
+}
+
+TEST(MainCli, StdoutWriteErrorsExitTwoWithAMessage) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"params"}, {"explain"}, {"topo", "--topology", "emulated"},
+           {"run", "--topology", "emulated", "--steps", "2", "--quiet"}}) {
+    std::string cmd = "exec \"$0\"";
+    for (const std::string &a : args) cmd += " '" + a + "'";
+    cmd += " > /dev/full";
+    auto r = cxlt_test::run_program("/bin/sh", {"-c", cmd, cxlt_test::tool_path()});
+    EXPECT_EQ(r.status, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("writing to stdout failed"), std::string::npos) << args[0] << ": " << r.err;
+  }
+}
+
+TEST(MainCli, EmptyOrZeroValuesAreNotTheDefault) {
+  struct Case {
+    std::vector<std::string> args;
+    const char *needle;
+  } cases[] = {
+      {{"run", "--topology", "", "--steps", "1"}, "--topology"},
+      {{"run", "--store", "", "--steps", "1"}, "--store"},
+      {{"topo", "--topology", ""}, "--topology"},
+      {{"bench", "--topology", ""}, "--topology"},
+      {{"bench", "--topology", "emulated", "--block-bytes", "0", "--blocks", "4"}, "--block-bytes"},
+  };
+  for (const Case &c : cases) {
+    auto r = run_limited(c.args);
+    EXPECT_EQ(r.status, 2) << c.args[0] << " " << c.args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+}
