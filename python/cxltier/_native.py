@@ -65,6 +65,7 @@ _SIGNATURES = {
     "cxlt_runtime_open": (_rc, [ctypes.c_char_p, P(c_void)]),
     "cxlt_runtime_open_config": (_rc, [c_void, P(c_void)]),
     "cxlt_runtime_close": (None, [c_void]),
+    "cxlt_runtime_close_ex": (_rc, [c_void]),
     "cxlt_block_admit": (_rc, [c_void, KeyStruct, P(BlockStruct)]),
     "cxlt_block_admit_ex": (_rc, [c_void, KeyStruct, ctypes.c_uint, P(BlockStruct), P(ctypes.c_int)]),
     "cxlt_block_access": (_rc, [c_void, c_void, c_void, c_size]),

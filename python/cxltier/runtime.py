@@ -305,10 +305,13 @@ class Runtime:
         return rt
 
     def close(self) -> None:
-        """Wait for migrations, checkpoint if persistence is on, free every tier. Idempotent."""
+        """Wait for migrations, checkpoint if persistence is on, free every tier. Idempotent.
+
+        Raises IoError when the final checkpoint could not be written (the previous checkpoint
+        file is intact); the runtime is closed either way."""
         rt, self._rt = self._rt, None
         if rt is not None:
-            self._lib.cxlt_runtime_close(rt)
+            _check(self._lib.cxlt_runtime_close_ex(rt))
 
     def __enter__(self) -> "Runtime":
         return self

@@ -151,6 +151,22 @@ class Api(unittest.TestCase):
                 self.assertEqual(rt.tiers()[2].budget_bytes, 32 << 20)
                 self.assertEqual(rt.stats()["block_bytes"], 1 << 20)
 
+    def test_close_reports_a_final_checkpoint_that_failed(self):
+        import shutil
+        with tempfile.TemporaryDirectory() as d:
+            sub = os.path.join(d, "gone")
+            os.mkdir(sub)
+            rt = cxltier.Runtime(config(store={"path": os.path.join(sub, "s.bin")}))
+            rt.admit(cxltier.key_from_sequence(3, 0))
+            shutil.rmtree(sub)  # the directory writable at open is gone at close
+            with self.assertRaises(cxltier.IoError):
+                rt.close()
+            rt.close()  # closed either way: a second close is a no-op
+        with tempfile.TemporaryDirectory() as d:
+            rt = cxltier.Runtime(config(store={"path": os.path.join(d, "s.bin")}))
+            rt.close()
+            self.assertTrue(os.path.exists(os.path.join(d, "s.bin")))
+
     def test_every_block_call(self):
         with tempfile.TemporaryDirectory() as d, cxltier.Runtime(config(store={"path": os.path.join(d, "s.bin")})) as rt:
             keys = [cxltier.key_from_sequence(7, i) for i in range(6)]
