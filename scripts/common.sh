@@ -10,7 +10,7 @@ CXLT_BUILD="${CXLT_BUILD:-$CXLT_ROOT/build}"
 # Build and run-time packages. Why each library: README "Dependencies and why".
 CXLT_PACKAGES=(
   g++ meson ninja-build pkg-config
-  libhwloc-dev libnuma-dev libmemkind-dev
+  libhwloc-dev libhwloc-plugins libnuma-dev libmemkind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev zlib1g-dev
   libhiredis-dev
