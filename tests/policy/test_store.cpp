@@ -221,6 +221,9 @@ TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
   std::mt19937_64 rng(42);
   int kills = 0;
   uint64_t last_gen = 0;
+  // Kill 1-41 ms after the fork, plus a wait that doubles while no checkpoint has completed yet
+  // (a loaded or instrumented host may need longer than that for the child's first one).
+  useconds_t wait_for_first = 0;
   for (int round = 0; round < 60; ++round) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -239,7 +242,7 @@ TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
         s.save(path, CheckpointMeta{gen, gen, 0.05, 0.001, ScoreMode::touch});
       }
     }
-    usleep(static_cast<useconds_t>(1000 + rng() % 40000));
+    usleep(static_cast<useconds_t>(1000 + rng() % 40000) + wait_for_first);
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -249,6 +252,7 @@ TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
     uint64_t gen = cp.meta.current_step;
     EXPECT_GE(gen, last_gen);
     last_gen = gen;
+    wait_for_first = gen > 0 ? 0 : std::min<useconds_t>(2000000, wait_for_first ? 2 * wait_for_first : 20000);
     EXPECT_EQ(cp.states.size(), 3000u + gen);
     for (const auto &[key, st] : cp.states) ASSERT_EQ(st.accesses, gen) << "a state from another generation";
   }
