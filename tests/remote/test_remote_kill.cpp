@@ -80,8 +80,11 @@ TEST(RemoteKill, MasterKilledDuringCxltierRunNeverKillsTheProcess) {
     const uint16_t victim = master_with_synced_replica();
     ASSERT_NE(victim, 0) << "no master has a synced replica";
 
-    // 1 MiB blocks (geometry.layers=16 of the default 80) and small tiers: blocks leave the
-    // last local tier for the remote one from the first steps on, so the kill lands among writes.
+    // 1 MiB blocks (geometry.layers=16 of the default 80) and small tiers (16 + 32 + 32
+    // blocks): blocks leave the last local tier for the remote one from the first steps on, so
+    // the kill lands among writes, with room left for admissions while write-outs to the dead
+    // master wait for their deadline (with 8 + 16 + 16, an instrumented build's slow write-outs
+    // could leave every local block in flight, and the run refused an admission).
     std::vector<std::string> args = {"run", "--json", "--quiet", "--steps", "30", "--seed", std::to_string(100 + run),
                                      "--topology", "emulated", "--set", "remote.enabled=true",
                                      "--set", "remote.seeds=" + env("CXLT_TEST_REDIS_SEEDS"),
@@ -91,7 +94,7 @@ TEST(RemoteKill, MasterKilledDuringCxltierRunNeverKillsTheProcess) {
     const char *kinds[3] = {"hbm", "dram", "cxl"};
     for (int t = 0; t < 3; ++t)
       for (const std::string &kv : {"tiers." + std::to_string(t) + ".kind=" + kinds[t],
-                                    "tiers." + std::to_string(t) + ".budget=" + std::to_string(t == 0 ? 8 : 16) + "MiB"}) {
+                                    "tiers." + std::to_string(t) + ".budget=" + std::to_string(t == 0 ? 16 : 32) + "MiB"}) {
         args.push_back("--set");
         args.push_back(kv);
       }
