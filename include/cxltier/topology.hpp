@@ -64,6 +64,8 @@ struct Topology {
 // Throws Error(CXLT_ERROR_TOPOLOGY) naming the file and the reason for a missing, unreadable,
 // malformed or unsupported file; never returns an empty topology.
 CXLT_API Topology discover_topology(std::string_view spec);
+// True for the specs above that name no file ("", "auto", "this-system", "emulated").
+CXLT_API bool is_topology_keyword(std::string_view spec) noexcept;
 CXLT_API Topology discover_this_system();
 CXLT_API Topology load_topology_xml(const std::string &path);
 CXLT_API Topology embedded_default_topology();

@@ -707,8 +707,6 @@ std::string node_text(const toml::node &n, const Field &f, const std::string &ke
   return wrong();
 }
 
-bool is_topology_keyword(std::string_view s) { return s.empty() || s == "auto" || s == "this-system" || s == "emulated"; }
-
 void apply_node(RuntimeConfig &c, const Resolved &r, const toml::node &n, const std::string &origin,
                 const std::string &base_dir) {
   std::string where = position(origin, n.source());

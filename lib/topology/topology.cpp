@@ -107,10 +107,14 @@ Topology embedded_default_topology() {
   return topo::embedded_default_on(host, bytes);
 }
 
+bool is_topology_keyword(std::string_view spec) noexcept {
+  return spec.empty() || spec == "auto" || spec == "this-system" || spec == "emulated";
+}
+
 Topology discover_topology(std::string_view spec) {
   if (spec == "emulated") return embedded_default_topology();
   if (spec == "this-system") return discover_this_system();
-  if (!spec.empty() && spec != "auto") return load_topology_xml(std::string(spec));
+  if (!is_topology_keyword(spec)) return load_topology_xml(std::string(spec));
 
   Topology live = discover_this_system();
   // CUDA GPU tiers (tiers/cuda) do not count: a runtime takes them only when configured
