@@ -101,6 +101,7 @@ class Errors(unittest.TestCase):
             with self.assertRaises(cxltier.InvalidArgumentError):
                 rt.unpin(b.key)  # not pinned
             rt.admit_batch([cxltier.key_from_sequence(2, i) for i in range(11)], pin=True)  # 12 slots in all
+            rt.wait_idle()  # b must not be mid-move (then no block could make room)
             with self.assertRaises(cxltier.OutOfTierMemoryError) as cm:
                 rt.admit_batch([cxltier.key_from_sequence(3, i) for i in range(2)], pin=True)
             self.assertEqual(cm.exception.index, 1)  # the first fits (b is unpinned), the second does not
