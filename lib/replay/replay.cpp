@@ -9,6 +9,7 @@
 #include <cxltier/units.hpp>
 
 #include "memory/choose.hpp"
+#include "replay/id_table.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +18,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 
 namespace cxltier::replay {
 
@@ -57,6 +57,22 @@ BlockGeometry geometry_for(uint64_t bytes) {
   return g;
 }
 
+// LRU and FIFO on one tier decide by what happens while a block is resident (its reference
+// tick, its arrival), never by the state an evicted block left behind, and one tier promotes
+// nothing. Their replays keep the states of the resident blocks and one more (the room a miss
+// needs before its victim leaves): the same runtime code with a bounded store, whose index and
+// policy arrays then stay in cache however many blocks the trace names. The hits are the same
+// as with every state kept (tests/replay); no state is restored, so readmissions_restored is 0.
+bool resident_states_only(PolicyChoice policy, const std::vector<TierBudget> &tiers) {
+  return tiers.size() == 1 && (policy.kind == PolicyKind::lru || policy.kind == PolicyKind::fifo);
+}
+
+uint64_t total_blocks(const std::vector<TierBudget> &tiers, uint64_t block_bytes) {
+  uint64_t total = 0;
+  for (const TierBudget &t : tiers) total += t.budget_bytes / block_bytes;
+  return total;
+}
+
 RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::vector<TierBudget> &tiers) {
   RuntimeConfig cfg;
   cfg.geometry = geometry_for(o.block_bytes);
@@ -66,6 +82,10 @@ RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::v
   cfg.lrfu = o.lrfu;
   cfg.index_buckets = o.index_buckets;
   cfg.store_capacity = 0;  // every state kept: memory grows with the unique blocks
+  if (resident_states_only(policy, tiers)) {
+    cfg.store_capacity = total_blocks(tiers, o.block_bytes) + 1;
+    cfg.persist = false;
+  }
   cfg.synchronous = true;
   cfg.promotion = tiers.size() > 1 ? o.promotion : PromotionRule::never;
   cfg.huge_pages = HugePages::none;
@@ -119,6 +139,11 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
   r.trace_attention = attn;
   std::vector<uint64_t> tier_hits(rt->tier_count(), 0);
 
+  // The unique blocks: the pre-pass counted them, else a store that keeps every state holds
+  // one per block, else (a bounded store) the replay counts them itself.
+  const bool count_unique = pp == nullptr && resident_states_only(policy, tiers);
+  detail::IdSet unique(count_unique ? 1u << 16 : 0);
+
   trace::Request q;
   uint64_t ref = 0, bypassed = 0, next_progress = kProgressEvery;
   bool first = true;
@@ -133,6 +158,8 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
     first = false;
     prev_step = q.step;
     const size_t n = q.blocks.size();
+    if (count_unique)
+      for (uint64_t id : q.blocks) unique.insert(id);
     for (size_t i = 0; i < n; ++i, ++ref) {
       uint64_t nu = kNever;
       if (opt) {
@@ -163,7 +190,7 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
   r.requests = rs.requests;
   r.steps = rt->current_step();
   r.references = ref;
-  r.unique_blocks = s.store_entries;  // unbounded store: one state per distinct block
+  r.unique_blocks = pp ? pp->unique_blocks : count_unique ? unique.size() : s.store_entries;
   for (size_t t = 0; t < tier_hits.size(); ++t) {
     const cxlt_tier_info_t info = rt->tier_info(t);
     TierResult tr;
@@ -258,17 +285,18 @@ Prepass prepass(const std::string &path, const trace::ReaderOptions &ropt, bool 
   p.block_size_tokens = reader.block_size_tokens();
   p.trace_attention = reader.has_attention();
   // Each id's latest reference index: the slot that the id's next reference fills in.
-  std::unordered_map<uint64_t, uint64_t> last;
+  detail::IdTable<uint64_t> last(1u << 16);
   trace::Request q;
   uint64_t ref = 0;
   while (reader.next(q)) {
     for (uint64_t id : q.blocks) {
-      auto [it, fresh] = last.try_emplace(id, ref);
+      bool fresh = false;
+      uint64_t &at = last.find_or_insert(id, ref, fresh);
       if (next_use) {
         p.next.push_back(kNever);
-        if (!fresh) p.next[it->second] = ref;
+        if (!fresh) p.next[at] = ref;
       }
-      it->second = ref;
+      at = ref;
       ++ref;
     }
   }

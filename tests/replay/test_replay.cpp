@@ -12,9 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace cxltier;
 using nlohmann::json;
@@ -96,6 +100,32 @@ TEST(Replay, PersistenceMattersOnlyWhereTheStateIsRead) {
     EXPECT_EQ(b.readmissions_restored, 0u) << pol;
     EXPECT_NE(a.hits, b.hits) << pol << ": the kept state changed no decision on this trace";
   }
+}
+
+// LRU and FIFO on one tier keep only the resident blocks' states (and one more), so the
+// replay counts the unique blocks itself: exactly, for any 64-bit id, the largest included.
+TEST(Replay, ResidentStatesOnlyStillCountsEveryUniqueBlock) {
+  const std::string path = ::testing::TempDir() + "cxlt_replay_ids_" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"timestamp\": 0, \"hash_ids\": [18446744073709551615, 0, 1]}\n"
+      << "{\"timestamp\": 1, \"hash_ids\": [18446744073709551615, 2, 0]}\n"
+      << "{\"timestamp\": 2, \"hash_ids\": [3, 18446744073709551614, 1]}\n";
+  }
+  for (const char *pol : {"lru", "fifo"}) {
+    replay::Options o;
+    o.trace = path;
+    o.policy = replay::parse_policy(pol);
+    o.capacity_blocks = 3;
+    replay::Result r = replay::run(o);
+    EXPECT_EQ(r.references, 9u) << pol;
+    EXPECT_EQ(r.unique_blocks, 6u) << pol;
+    EXPECT_EQ(r.readmissions_restored, 0u) << pol << ": no state outlives its residency";
+    // At 3 blocks: LRU hits the second 18446744073709551615 only (2 evicts 0); FIFO hits it
+    // and the second 0 (2 evicts the older 18446744073709551615, not 0).
+    EXPECT_EQ(r.hits, std::string(pol) == "lru" ? 1u : 2u) << pol;
+  }
+  std::remove(path.c_str());
 }
 
 // Hash traces: one clock step per request, attention 1.0. Attention traces: the clock follows
