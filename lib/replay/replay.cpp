@@ -63,14 +63,19 @@ BlockGeometry geometry_for(uint64_t bytes) {
 // needs before its victim leaves): the same runtime code with a bounded store, whose index and
 // policy arrays then stay in cache however many blocks the trace names. The hits are the same
 // as with every state kept (tests/replay); no state is restored, so readmissions_restored is 0.
-bool resident_states_only(PolicyChoice policy, const std::vector<TierBudget> &tiers) {
-  return tiers.size() == 1 && (policy.kind == PolicyKind::lru || policy.kind == PolicyKind::fifo);
-}
+// A bounded store sizes its arrays at open (about 128 bytes a state), so capacities above the
+// runtime's default store capacity (2^20 states) keep the growing store instead.
+constexpr uint64_t kMaxBoundedStore = 1u << 20;
 
 uint64_t total_blocks(const std::vector<TierBudget> &tiers, uint64_t block_bytes) {
   uint64_t total = 0;
   for (const TierBudget &t : tiers) total += t.budget_bytes / block_bytes;
   return total;
+}
+
+bool resident_states_only(PolicyChoice policy, const std::vector<TierBudget> &tiers, uint64_t block_bytes) {
+  return tiers.size() == 1 && (policy.kind == PolicyKind::lru || policy.kind == PolicyKind::fifo) &&
+         total_blocks(tiers, block_bytes) < kMaxBoundedStore;
 }
 
 RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::vector<TierBudget> &tiers) {
@@ -82,7 +87,7 @@ RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::v
   cfg.lrfu = o.lrfu;
   cfg.index_buckets = o.index_buckets;
   cfg.store_capacity = 0;  // every state kept: memory grows with the unique blocks
-  if (resident_states_only(policy, tiers)) {
+  if (resident_states_only(policy, tiers, o.block_bytes)) {
     cfg.store_capacity = total_blocks(tiers, o.block_bytes) + 1;
     cfg.persist = false;
   }
@@ -141,7 +146,7 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
 
   // The unique blocks: the pre-pass counted them, else a store that keeps every state holds
   // one per block, else (a bounded store) the replay counts them itself.
-  const bool count_unique = pp == nullptr && resident_states_only(policy, tiers);
+  const bool count_unique = pp == nullptr && resident_states_only(policy, tiers, o.block_bytes);
   detail::IdSet unique(count_unique ? 1u << 16 : 0);
 
   trace::Request q;
