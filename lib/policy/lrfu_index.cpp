@@ -174,6 +174,15 @@ void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   maybe_compact();
 }
 
+void LrfuIndex::prefetch(NodeId id) const noexcept {
+  if (id >= version_.size()) return;
+  __builtin_prefetch(&version_[id], 1);
+  __builtin_prefetch(&bucket_[id], 1);
+  __builtin_prefetch(&score_[id], 1);
+  __builtin_prefetch(&t_[id], 1);
+  __builtin_prefetch(&key_[id]);
+}
+
 void LrfuIndex::maybe_compact() {
   // Stale entries may outnumber live ones by a constant factor before an O(n) rebuild, so the
   // rebuild costs O(1) amortized per update. Independently, when the live scores crowd into a

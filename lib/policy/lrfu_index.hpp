@@ -56,6 +56,7 @@ public:
   void erase(NodeId id, EraseReason why) noexcept override;
   void access(NodeId id, const PolicyState &st) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
+  void prefetch(NodeId id) const noexcept override;
   size_t size() const noexcept override { return live_.size(); }
   std::string validate() const override;
 
