@@ -93,13 +93,16 @@ void LrfuIndex::reserve_ids(size_t n) {
 
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
   // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
-  // over B + 1 edges: log2(B) comparisons.
+  // over B + 1 edges: log2(B) comparisons, each a conditional move rather than a branch
+  // (scores are effectively random, so a branch would mispredict about every other step).
   cxlt_assert_internal(s >= 0.0);
-  unsigned lo = 0, hi = nbuckets_;  // invariant: edges_[lo] <= s < edges_[hi]
   if (!(s >= edges_[0])) return 0;
-  while (hi - lo > 1) {
-    unsigned mid = (lo + hi) / 2;
-    if (edges_[mid] <= s) lo = mid; else hi = mid;
+  const double *e = edges_.data();
+  unsigned lo = 0, len = nbuckets_;  // the answer lies in [lo, lo + len)
+  while (len > 1) {
+    const unsigned half = len / 2;
+    lo = e[lo + half] <= s ? lo + half : lo;
+    len -= half;
   }
   return lo;
 }

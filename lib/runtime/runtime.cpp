@@ -402,6 +402,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
 bool Runtime::lookup(const Key &key, Block *out) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].tier < 0) return false;
   if (out) *out = m.block_of(id);
@@ -411,7 +412,6 @@ bool Runtime::lookup(const Key &key, Block *out) {
 Block Runtime::move(const Key &key, int tier, bool wait) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
-  m.drain_accesses();
   m.drain_accesses();
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
@@ -485,6 +485,7 @@ Block Runtime::pin(const Key &key) {
 void Runtime::unpin(const Key &key) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "unpin");
   StoreEntry &e = (*m.store)[id];
@@ -495,7 +496,6 @@ void Runtime::unpin(const Key &key) {
 void Runtime::release(const Key &key, bool forget) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
-  m.drain_accesses();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) {
@@ -523,6 +523,7 @@ void Runtime::release(const Key &key, bool forget) {
 bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].st.tick == 0) return false;
   const StoreEntry &e = (*m.store)[id];
@@ -538,7 +539,6 @@ bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
 void Runtime::step() {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
-  m.drain_accesses();
   m.drain_accesses();
   ++m.now;
   if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now - m.checkpoint_at_step >= m.cfg.checkpoint_every_steps) {
