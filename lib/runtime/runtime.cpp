@@ -31,6 +31,7 @@ bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
 
 void Runtime::Impl::ensure_policy_ids() {
   size_t need = store->id_limit();
+  residency.ensure(need);
   if (need <= policy_ids) return;
   size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
   for (TierRt &t : tiers) t.policy->reserve_ids(n);
@@ -79,12 +80,12 @@ void Runtime::Impl::restore_or_reset(NodeId id, bool *restored_out) {
 }
 
 void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
+  residency.ensure(static_cast<size_t>(id) + 1);  // done when the id was issued (ensure_policy_ids): a no-op
   StoreEntry &e = (*store)[id];
   e.tier = static_cast<int8_t>(tier);
   e.slot = slot;
   e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
   store->set_resident(id, true);
-  residency.ensure(static_cast<size_t>(id) + 1);
   residency.publish(id, e.generation, true);
   tiers[tier].policy->insert(id, e.key, e.st);
   ++tiers[tier].admissions;
