@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Micro-benchmark: the runtime's access path (Runtime::access_handles, Runtime::access) for a
 // batch of 4096 distinct resident blocks (all of them when fewer are resident; as one decode
-// step touches each block once) at 1K and 1M resident blocks, drawn either at random (the worst
+// step touches each block once) at 1K, 64K and 1M resident blocks, drawn either at random (the worst
 // case for the caches) or as 64 runs of 64 consecutive admissions (the blocks of 64 sequences:
 // what an engine's step looks like), against the
 // baseline a runtime without handles would be: a plain std::unordered_map<Key, state> update of
 // the same batch with the same LRFU formula. Null backend, synchronous runtime, one tier (no
 // promotion), so only the bookkeeping is timed: lock, handle check, score update, the policy
 // index's reordering. Time per batch, lower is better; items/s = block accesses per second.
-// Goal (issue 5): >= 20 M block accesses per second per core by handle at 1M resident blocks.
-// The thread is pinned (CXLT_BENCH_CPU, default 0).
+// Goals: >= 20 M block accesses per second per core by handle at 1M resident blocks, >= 8x the
+// map there; two engine threads (BM_AccessHandlesThreads: each records half of every batch,
+// wall time per batch) >= 1.6x one thread's total rate.
+// The thread is pinned (CXLT_BENCH_CPU, default 0; thread i of a threaded run to the next CPUs).
 #include "bench_ratio.hpp"
 
 #include <cxltier/config.hpp>
@@ -19,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <algorithm>
@@ -109,7 +112,7 @@ void BM_AccessHandles(benchmark::State &state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
 }
-BENCHMARK(BM_AccessHandles)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+BENCHMARK(BM_AccessHandles)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
 
 void BM_AccessKeys(benchmark::State &state) {
   cxlt_bench::pin_to_bench_cpu();
@@ -123,7 +126,7 @@ void BM_AccessKeys(benchmark::State &state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
 }
-BENCHMARK(BM_AccessKeys)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+BENCHMARK(BM_AccessKeys)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
 
 // Baseline: the same batch through an unordered_map from key to policy state, the same LRFU
 // update, no lock, no policy index.
@@ -153,10 +156,49 @@ void BM_AccessHashMap(benchmark::State &state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
 }
-BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
+
+// Two engine threads record the accesses of one step, each half of the batch; thread 0 then
+// advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
+// one-thread to the two-thread time is the two-thread total rate over one thread's.
+void BM_AccessHandlesThreads(benchmark::State &state) {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)), &set);
+  sched_setaffinity(0, sizeof set, &set);
+  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
+  const size_t k = r.batch, parts = static_cast<size_t>(state.threads());
+  const size_t lo = k * static_cast<size_t>(state.thread_index()) / parts, hi = k * (static_cast<size_t>(state.thread_index()) + 1) / parts;
+  size_t b = 0;
+  for (auto _ : state) {
+    r.rt->access_handles(r.handles.data() + b * k + lo, r.attention.data() + b * k + lo, hi - lo);
+    if (state.thread_index() == 0) r.rt->step();
+    b = (b + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * (hi - lo)));
+}
+BENCHMARK(BM_AccessHandlesThreads)
+    ->ArgsProduct({{1 << 10, 1 << 20}, {0}})
+    ->ArgNames({"resident", "runs"})
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
 
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
-                 "BM_AccessHashMap/resident:1048576/runs:0", 0);
+                 "BM_AccessHashMap/resident:1048576/runs:0", 8);
+CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1K resident, random", "BM_AccessHandles/resident:1024/runs:0",
+                 "BM_AccessHashMap/resident:1024/runs:0", 0);
+CXLT_BENCH_RATIO("access by handle vs unordered_map update, 64K resident, random", "BM_AccessHandles/resident:65536/runs:0",
+                 "BM_AccessHashMap/resident:65536/runs:0", 0);
+CXLT_BENCH_RATIO("two threads vs one, by handle, 1M resident, random (total rate)",
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:1", 1.6);
+CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random (total rate)",
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:1", 1.6);
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, runs of 64",
                  "BM_AccessHandles/resident:1048576/runs:1", "BM_AccessHashMap/resident:1048576/runs:1", 0);
 CXLT_BENCH_RATIO("access by key vs unordered_map update, 1M resident, random", "BM_AccessKeys/resident:1048576/runs:0",

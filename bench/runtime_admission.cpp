@@ -5,6 +5,9 @@
 // keep the room). Two null tiers (top N blocks, second 4N), synchronous runtime: only the
 // runtime's bookkeeping is timed (store, pools, both policy indexes, the move protocol's steps
 // 1 and 3). Time per admission, lower is better. The thread is pinned (CXLT_BENCH_CPU, default 0).
+// A second baseline is the least a cache could do for the same admission: a textbook LRU
+// (std::list + std::unordered_map) holding as many blocks as both tiers, inserting the new key
+// and evicting its oldest (BM_LruInsertEvict).
 #include "bench_ratio.hpp"
 
 #include <cxltier/config.hpp>
@@ -15,7 +18,9 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <list>
 #include <memory>
+#include <unordered_map>
 
 namespace {
 
@@ -77,6 +82,37 @@ void BM_AdmitIntoRoom(benchmark::State &state) {
 }
 BENCHMARK(BM_AdmitIntoRoom)->Arg(1 << 10)->Arg(1 << 16);
 
+// Baseline: a textbook LRU of 5N blocks (both tiers' room), full; insert a new key, evict the
+// least recently used.
+void BM_LruInsertEvict(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  const size_t cap = 5 * static_cast<size_t>(state.range(0));
+  std::list<cxltier::Key> order;  // front = most recent
+  std::unordered_map<cxltier::Key, std::list<cxltier::Key>::iterator, cxltier::KeyHash> where;
+  where.reserve(cap + 1);
+  uint64_t next = 0;
+  for (size_t i = 0; i < cap; ++i) {
+    const cxltier::Key k = cxltier::key_from_trace_id(next++);
+    order.push_front(k);
+    where[k] = order.begin();
+  }
+  for (auto _ : state) {
+    const cxltier::Key k = cxltier::key_from_trace_id(next++);
+    order.push_front(k);
+    where[k] = order.begin();
+    where.erase(order.back());
+    order.pop_back();
+    benchmark::DoNotOptimize(where.size());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  if (where.size() != cap) state.SkipWithError("the LRU did not stay full");
+}
+BENCHMARK(BM_LruInsertEvict)->Arg(1 << 10)->Arg(1 << 16);
+
+CXLT_BENCH_RATIO("admission with demotion (every tier full) vs textbook LRU insert+evict, 64K-block top tier",
+                 "BM_AdmitDemote/65536", "BM_LruInsertEvict/65536", 0);
+CXLT_BENCH_RATIO("admission with demotion (every tier full) vs textbook LRU insert+evict, 1K-block top tier",
+                 "BM_AdmitDemote/1024", "BM_LruInsertEvict/1024", 0);
 CXLT_BENCH_RATIO("admission with demotion (top full) vs into free room, 64K-block top tier", "BM_AdmitDemote/65536",
                  "BM_AdmitIntoRoom/65536", 0);
 CXLT_BENCH_RATIO("admission with demotion (top full) vs into free room, 1K-block top tier", "BM_AdmitDemote/1024",

@@ -63,6 +63,8 @@ public:
   virtual NodeId victim(uint64_t now, Eligible eligible) noexcept = 0;  // kNoNode if none
   virtual void before_admit(NodeId /*id*/, const Key & /*key*/) noexcept {}
   virtual void forget(NodeId /*id*/) noexcept {}
+  // A hint: access(id) follows soon; bring its per-block data toward the cache.
+  virtual void prefetch(NodeId /*id*/) const noexcept {}
   virtual size_t size() const noexcept = 0;
   // OPT only: the step at which `id` is referenced next (UINT64_MAX: never).
   virtual void set_next_use(NodeId /*id*/, uint64_t /*next*/) noexcept {}

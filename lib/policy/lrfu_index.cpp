@@ -81,25 +81,23 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 }
 
 void LrfuIndex::reserve_ids(size_t n) {
-  if (n <= version_.size()) return;
-  version_.resize(n, 0);
-  score_.resize(n, 0.0);
-  t_.resize(n, 0);
-  key_.resize(n);
-  bucket_.resize(n, kNoBucket);
-  live_pos_.resize(n, 0);
+  if (n <= ids_.size()) return;
+  ids_.resize(n, PerId{0.0, 0, Key{}, 0, kNoBucket, 0, 0});
   live_.reserve(n);
 }
 
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
   // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
-  // over B + 1 edges: log2(B) comparisons.
+  // over B + 1 edges: log2(B) comparisons, each a conditional move rather than a branch
+  // (scores are effectively random, so a branch would mispredict about every other step).
   cxlt_assert_internal(s >= 0.0);
-  unsigned lo = 0, hi = nbuckets_;  // invariant: edges_[lo] <= s < edges_[hi]
   if (!(s >= edges_[0])) return 0;
-  while (hi - lo > 1) {
-    unsigned mid = (lo + hi) / 2;
-    if (edges_[mid] <= s) lo = mid; else hi = mid;
+  const double *e = edges_.data();
+  unsigned lo = 0, len = nbuckets_;  // the answer lies in [lo, lo + len)
+  while (len > 1) {
+    const unsigned half = len / 2;
+    lo = e[lo + half] <= s ? lo + half : lo;
+    len -= half;
   }
   return lo;
 }
@@ -134,15 +132,15 @@ bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, 
 }
 
 void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcept {
-  cxlt_assert(id < version_.size());
-  cxlt_assert(bucket_[id] == kNoBucket);
-  uint32_t v = ++version_[id];
+  cxlt_assert(id < ids_.size());
+  cxlt_assert(ids_[id].bucket == kNoBucket);
+  uint32_t v = ++ids_[id].version;
   unsigned b = bucket_of(st.score);
-  score_[id] = st.score;
-  t_[id] = st.last_access;
-  key_[id] = key;
-  bucket_[id] = b;
-  live_pos_[id] = static_cast<uint32_t>(live_.size());
+  ids_[id].s = st.score;
+  ids_[id].t = st.last_access;
+  ids_[id].key = key;
+  ids_[id].bucket = b;
+  ids_[id].live_pos = static_cast<uint32_t>(live_.size());
   live_.push_back(id);
   push_entry(b, Entry{st.last_access, st.score, key, id, v});
   ++live_in_bucket_[b];
@@ -150,28 +148,35 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
 }
 
 void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
-  cxlt_assert(id < version_.size() && bucket_[id] != kNoBucket);
-  ++version_[id];
-  --live_in_bucket_[bucket_[id]];
-  bucket_[id] = kNoBucket;
-  uint32_t pos = live_pos_[id];
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
+  ++ids_[id].version;
+  --live_in_bucket_[ids_[id].bucket];
+  ids_[id].bucket = kNoBucket;
+  uint32_t pos = ids_[id].live_pos;
   NodeId last = live_.back();
   live_[pos] = last;
-  live_pos_[last] = pos;
+  ids_[last].live_pos = pos;
   live_.pop_back();
 }
 
 void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < version_.size() && bucket_[id] != kNoBucket);
-  uint32_t v = ++version_[id];
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
+  uint32_t v = ++ids_[id].version;
   unsigned b = bucket_of(st.score);
-  --live_in_bucket_[bucket_[id]];
+  --live_in_bucket_[ids_[id].bucket];
   ++live_in_bucket_[b];
-  bucket_[id] = b;
-  score_[id] = st.score;
-  t_[id] = st.last_access;
-  push_entry(b, Entry{st.last_access, st.score, key_[id], id, v});
+  ids_[id].bucket = b;
+  ids_[id].s = st.score;
+  ids_[id].t = st.last_access;
+  push_entry(b, Entry{st.last_access, st.score, ids_[id].key, id, v});
   maybe_compact();
+}
+
+void LrfuIndex::prefetch(NodeId id) const noexcept {
+  if (id >= ids_.size()) return;
+  const char *p = reinterpret_cast<const char *>(&ids_[id]);
+  __builtin_prefetch(p, 1);
+  __builtin_prefetch(p + sizeof(PerId) - 1, 1);  // a 48-byte record may straddle two lines
 }
 
 void LrfuIndex::maybe_compact() {
@@ -197,7 +202,7 @@ void LrfuIndex::rebuild(bool move_edges) {
     std::vector<double> sample;
     size_t stride = std::max<size_t>(1, live_.size() / 65536);
     sample.reserve(live_.size() / stride + 1);
-    for (size_t i = 0; i < live_.size(); i += stride) sample.push_back(score_[live_[i]]);
+    for (size_t i = 0; i < live_.size(); i += stride) sample.push_back(ids_[live_[i]].s);
     std::sort(sample.begin(), sample.end());
     std::vector<double> e;
     e.reserve(nbuckets_ + 1);
@@ -222,10 +227,10 @@ void LrfuIndex::rebuild(bool move_edges) {
     for (Heap &h : heaps_) h.clear();
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
     for (NodeId id : live_) {
-      unsigned b = bucket_of(score_[id]);
-      bucket_[id] = b;
+      unsigned b = bucket_of(ids_[id].s);
+      ids_[id].bucket = b;
       ++live_in_bucket_[b];
-      heaps_[b].push_unordered(Entry{t_[id], score_[id], key_[id], id, version_[id]});
+      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, ids_[id].key, id, ids_[id].version});
     }
   }
   total_entries_ = 0;
@@ -332,9 +337,9 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
   double best_p = 0;
   for (NodeId id : live_) {
     if (!eligible(id)) continue;
-    double p = prio(score_[id], t_[id], now);
+    double p = prio(ids_[id].s, ids_[id].t, now);
     if (best == kNoNode ||
-        evicts_before(p, t_[id], score_[id], key_[id], best_p, t_[best], score_[best], key_[best])) {
+        evicts_before(p, ids_[id].t, ids_[id].s, ids_[id].key, best_p, ids_[best].t, ids_[best].s, ids_[best].key)) {
       best = id;
       best_p = p;
     }
@@ -345,7 +350,7 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
 std::string LrfuIndex::validate() const {
   std::ostringstream err;
   std::vector<uint32_t> live_count(nbuckets_, 0);
-  std::vector<uint32_t> found(version_.size(), 0);
+  std::vector<uint32_t> found(ids_.size(), 0);
   size_t entries = 0;
   for (unsigned b = 0; b < nbuckets_; ++b) {
     const Heap &h = heaps_[b];
@@ -354,8 +359,8 @@ std::string LrfuIndex::validate() const {
     for (size_t i = 0; i < h.size(); ++i) {
       const Entry &e = h[i];
       if (stale(e)) continue;
-      if (bucket_[e.id] != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << bucket_[e.id] << "; ";
-      if (e.s != score_[e.id] || e.t != t_[e.id]) err << "id " << e.id << " entry disagrees with its state; ";
+      if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
+      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
       if (bucket_of(e.s) != b) err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
       ++live_count[b];
       ++found[e.id];
@@ -367,7 +372,7 @@ std::string LrfuIndex::validate() const {
   for (NodeId id : live_)
     if (found[id] != 1) err << "live id " << id << " has " << found[id] << " live entries; ";
   for (size_t i = 0; i < live_.size(); ++i)
-    if (live_pos_[live_[i]] != i) err << "live list position of " << live_[i] << " is wrong; ";
+    if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
   return err.str();
 }
 

@@ -56,6 +56,7 @@ public:
   void erase(NodeId id, EraseReason why) noexcept override;
   void access(NodeId id, const PolicyState &st) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
+  void prefetch(NodeId id) const noexcept override;
   size_t size() const noexcept override { return live_.size(); }
   std::string validate() const override;
 
@@ -111,7 +112,7 @@ private:
   // Move the bucket edges to quantiles of the live scores and rebuild every heap (O(n log n)
   // over a sample, O(n) for the rebuild); called from maybe_compact().
   void rebuild(bool move_edges);
-  bool stale(const Entry &e) const noexcept { return e.version != version_[e.id]; }
+  bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
   double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
@@ -144,13 +145,19 @@ private:
   bool recency_saturated_ = false;  // the recency table ends at 1.0: recency past it is 1.0
   size_t total_entries_ = 0;
 
-  // Per id: current state (the auditor reads it), version, bucket, place in live_.
-  std::vector<uint32_t> version_;
-  std::vector<double> score_;
-  std::vector<uint64_t> t_;
-  std::vector<Key> key_;
-  std::vector<uint32_t> bucket_;
-  std::vector<uint32_t> live_pos_;
+  // Per id, in one record so that an access touches one place (48 bytes: one cache line, or
+  // two when it straddles): current state (the auditor reads it), version, bucket, place in live_.
+  struct PerId {
+    double s;
+    uint64_t t;
+    Key key;
+    uint32_t version;
+    uint32_t bucket;
+    uint32_t live_pos;
+    uint32_t unused;
+  };
+  static_assert(sizeof(PerId) == 48);
+  std::vector<PerId> ids_;
   std::vector<NodeId> live_;
 
   std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity

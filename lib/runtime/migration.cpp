@@ -338,6 +338,7 @@ void Runtime::Impl::mover_loop() {
   while (!stopping) {
     mover_cv.wait_for(lk, std::chrono::milliseconds(2));
     if (stopping) break;
+    drain_accesses();  // the pass decides from policy state: every recorded access first
     try {
       mover_pass(lk);
     } catch (const std::exception &ex) {
@@ -463,6 +464,7 @@ void Runtime::Impl::finish_writeout(const WriteOut &w, bool written) {
   e.slot = kInvalidSlot;
   e.flags = static_cast<uint8_t>(e.flags & ~(kFlagMoving | kFlagReleased | kFlagPromoteQueued));
   store->set_resident(w.id, false);
+  residency.publish(w.id, e.generation, false);
   ++drops;
   moved_cv.notify_all();
 }

@@ -31,6 +31,7 @@ bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
 
 void Runtime::Impl::ensure_policy_ids() {
   size_t need = store->id_limit();
+  residency.ensure(need);
   if (need <= policy_ids) return;
   size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
   for (TierRt &t : tiers) t.policy->reserve_ids(n);
@@ -79,11 +80,13 @@ void Runtime::Impl::restore_or_reset(NodeId id, bool *restored_out) {
 }
 
 void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
+  residency.ensure(static_cast<size_t>(id) + 1);  // done when the id was issued (ensure_policy_ids): a no-op
   StoreEntry &e = (*store)[id];
   e.tier = static_cast<int8_t>(tier);
   e.slot = slot;
   e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
   store->set_resident(id, true);
+  residency.publish(id, e.generation, true);
   tiers[tier].policy->insert(id, e.key, e.st);
   ++tiers[tier].admissions;
 }
@@ -100,6 +103,7 @@ void Runtime::Impl::drop(NodeId id) {
   e.slot = kInvalidSlot;
   e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
   store->set_resident(id, false);
+  residency.publish(id, e.generation, false);
   ++drops;
 }
 
@@ -208,6 +212,7 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   Impl &m = *impl_;
   if (placed) *placed = false;
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   // Find the key, and wait while another thread admits it (the lock is released while it is
   // placed) or, for a pin, while a copy moves it. After every wait start over: meanwhile the
   // block may have been dropped, its state forgotten and its NodeId given to another key, or the
@@ -268,6 +273,7 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
   Impl &m = *impl_;
   if (n != 0 && keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access: keys is NULL");
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   // Check the whole batch first: nothing is applied unless every entry is good.
   m.scratch.clear();
   for (size_t i = 0; i < n; ++i) {
@@ -277,7 +283,11 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
     if (id == kNoNode || (*m.store)[id].tier < 0) not_found(keys[i], "access");
     m.scratch.push_back(id);
   }
-  for (size_t i = 0; i < n; ++i) m.note_access(m.scratch[i], attention ? attention[i] : 1.0f);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 16 < n) m.prefetch_access(m.scratch[i + 16], false);
+    if (i + 8 < n) m.prefetch_access(m.scratch[i + 8], true);
+    m.note_access(m.scratch[i], attention ? attention[i] : 1.0f);
+  }
   if (m.cfg.synchronous) {
     // promote_sync may release the lock while it copies, and another thread's access() reuses
     // m.scratch: find each key again (a block dropped meanwhile is simply not promoted).
@@ -294,7 +304,9 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
 void Runtime::access_handles(const uint64_t *handles, const float *attention, size_t n) {
   Impl &m = *impl_;
   if (n != 0 && handles == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: handles is NULL");
+  if (m.log_access_handles(handles, attention, n)) return;  // recorded without the lock (access_log.cpp)
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   for (size_t i = 0; i < n; ++i) {
     if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
@@ -323,6 +335,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   if (!(attention >= 0.0f && attention <= 1.0f))
     fail(CXLT_ERROR_INVALID_ARGUMENT, "reference: attention = ", attention, " is outside [0, 1]");
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   ReferenceResult res;
   NodeId id = m.find_or_insert(key);
   while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread places it with the lock released
@@ -390,6 +403,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
 bool Runtime::lookup(const Key &key, Block *out) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].tier < 0) return false;
   if (out) *out = m.block_of(id);
@@ -399,6 +413,7 @@ bool Runtime::lookup(const Key &key, Block *out) {
 Block Runtime::move(const Key &key, int tier, bool wait) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
   NodeId id = m.store->find(key);
@@ -454,6 +469,7 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
 Block Runtime::pin(const Key &key) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
     m.moved_cv.wait(lk);  // protocol step 4: pins wait for a copy in flight, then pin where it landed
@@ -470,6 +486,7 @@ Block Runtime::pin(const Key &key) {
 void Runtime::unpin(const Key &key) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "unpin");
   StoreEntry &e = (*m.store)[id];
@@ -480,6 +497,7 @@ void Runtime::unpin(const Key &key) {
 void Runtime::release(const Key &key, bool forget) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) {
     m.moved_cv.wait(lk);
@@ -500,11 +518,13 @@ void Runtime::release(const Key &key, bool forget) {
   e.slot = kInvalidSlot;
   e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
   m.store->set_resident(id, false);
+  m.residency.publish(id, e.generation, false);
 }
 
 bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
   Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].st.tick == 0) return false;
   const StoreEntry &e = (*m.store)[id];
@@ -520,6 +540,7 @@ bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
 void Runtime::step() {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   ++m.now;
   if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now - m.checkpoint_at_step >= m.cfg.checkpoint_every_steps) {
     m.checkpoint_at_step = m.now;
@@ -549,12 +570,14 @@ void Runtime::checkpoint() {
   if (m.cfg.store_path.empty())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "checkpoint: no store.path is configured (persistence is off)");
   std::unique_lock lk(m.mu);
+  m.drain_accesses();
   m.write_checkpoint_now(lk);
 }
 
 cxlt_stats_t Runtime::stats() const {
   const Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   cxlt_stats_t s{};
   s.size = sizeof s;
   s.version = CXLT_STATS_VERSION;
@@ -688,9 +711,14 @@ const Topology &Runtime::topology() const { return impl_->topo; }
 std::string Runtime::validate() const {
   const Impl &m = *impl_;
   std::lock_guard lk(m.mu);
+  const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   std::string err;
   std::vector<uint32_t> per_tier(m.tiers.size(), 0), moving(m.tiers.size(), 0);
   m.store->for_each([&](NodeId id, const StoreEntry &e) {
+    const uint64_t word = e.tier >= 0 ? (static_cast<uint64_t>(e.generation) << 1) | 1u : 0;
+    if (m.residency.word(id) != word)
+      err += "block " + e.key.hex() + " has residency word " + std::to_string(m.residency.word(id)) + ", expected " +
+             std::to_string(word) + "; ";
     if (e.tier < 0) {
       if (e.pins) err += "block " + e.key.hex() + " is pinned but resident nowhere; ";
       return;

@@ -3,7 +3,8 @@
 //
 // One mutex (`mu`) guards everything below it: the score store (which is also the block
 // table: residency, pins, flags), every tier's pool and policy index, the job queue and the
-// counters. Bytes are never copied under it: migrations copy with the lock released (see the
+// counters. Accesses by handle are the exception: engine threads check and record them
+// without `mu`, and they are applied under it (access_log.cpp). Bytes are never copied under it: migrations copy with the lock released (see the
 // protocol in migration.cpp). Pool, index and store operations are O(1) or O(log n) and
 // allocation-free in steady state, so the lock is held for well under a microsecond per block.
 #pragma once
@@ -13,6 +14,7 @@
 #include "policy/store_file.hpp"
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
+#include "runtime/access_log.hpp"
 #include "runtime/remote.hpp"
 #include "memory/backend.hpp"
 
@@ -130,6 +132,17 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
+
+  // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
+  // Every change of a block between resident in a tier and resident nowhere publishes its
+  // residency word (install, drop, release(forget), finish_writeout); validate() checks it.
+  ResidencyTable residency;
+  AccessLog log;
+  bool log_access_handles(const uint64_t *handles, const float *attention, size_t n);  // false: take the locked path
+  void drain_accesses() noexcept;  // [mu held] apply every recorded access
+  void apply_records(const AccessRecord *r, size_t n) noexcept;
+  void apply_access(NodeId id, uint32_t generation, float attention) noexcept;
+  void prefetch_access(NodeId id, bool index) const noexcept;
 
   // --- migration.cpp
   bool move_now(std::unique_lock<std::mutex> &lk, NodeId id, int dst, SlotId dst_slot, std::string *err);

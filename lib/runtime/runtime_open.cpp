@@ -288,6 +288,7 @@ void Runtime::close() {
   if (m.remote) m.remote->stop();  // every write-out finished (its slot freed) before memory goes
   if (!m.cfg.store_path.empty()) {
     std::unique_lock lk(m.mu);
+    m.drain_accesses();
     m.write_checkpoint_now(lk);
   }
 }

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// The access path by handle without the runtime's mutex (M below): residency words, the sharded
+// access buffer, and applying it.
+//
+// The access protocol (an engine thread E records accesses to blocks by handle):
+//  1. [no lock] E checks every attention value and every handle of the batch. A handle is good
+//     when its id's residency word equals (generation << 1) | 1. The word is written under M in
+//     the same critical section that makes the block resident in a tier (install) or resident
+//     nowhere (drop, release(forget), a finished write-out), so a handle whose block was
+//     dropped, forgotten or never issued before the call began is refused, as before. One bad
+//     entry fails the call and nothing of it is recorded.
+//  2. [E's shard lock] E appends (id, generation, attention) for the whole batch to its
+//     shard's active buffer. A thread gets a shard at its first access (round robin over
+//     kShards), so engine threads append in parallel; the shard lock covers the copy of the
+//     batch only. When the buffer has no room, E takes M, drains (step 3) and appends again; a
+//     batch larger than a buffer is applied at once under M, each record checked as in step 3.
+//  3. [M held] A drain. Every call that takes M to read or decide from policy state (admit,
+//     access by key, reference, lookup, move, pin, unpin, release, policy_state, step,
+//     checkpoint, stats, validate, close) and the background mover's pass drain first. Each
+//     shard's active buffer is swapped for its empty one under the shard lock (appenders go on
+//     into the other), then its records are applied in order, M held, with the store line and
+//     the index lines of the record 8 ahead prefetched. Each record is checked again: a record
+//     whose id now names another key (forgotten and reused) is dropped, since the access came
+//     before the forget that erased its state; one whose block was dropped since step 1
+//     updates the remembered state only (the access came before the drop); any other is
+//     applied exactly as the locked path applies it (note_access: score, step, count, tick,
+//     index, hit counters, the promotion queue).
+//  4. Order. One thread's accesses are applied in the order it made them and before anything
+//     it does next under M (that call drains first). step() drains before it advances the
+//     clock, so an access counts at the step in which it was made. Accesses of two threads
+//     made at the same time are applied in some order, as M would have serialised them. So
+//     policy_state after access shows the access, and every victim choice, promotion
+//     decision, stats() and checkpoint sees every access that returned before it began.
+//  5. Locks. M, then a shard lock; E never holds a shard lock while it waits for M. Copies run
+//     without M (the migration protocol) and never touch a shard, so E never waits for a copy.
+//     The block table, pools and indexes are still written under M only: no block is lost or
+//     torn, pinned blocks never move and budgets hold as before.
+// A synchronous runtime with promotions and more than one tier keeps the locked path: there
+// each access may promote at once (promote_sync), which needs M in the caller's thread.
+#include "runtime/runtime_impl.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <new>
+
+namespace cxltier {
+
+// --- ResidencyTable ---------------------------------------------------------------------------
+
+ResidencyTable::ResidencyTable() : dir_(std::make_unique<std::atomic<std::atomic<uint64_t> *>[]>(kChunks)) {}
+
+ResidencyTable::~ResidencyTable() {
+  for (size_t c = 0; c < chunks_; ++c) delete[] dir_[c].load(std::memory_order_relaxed);
+}
+
+void ResidencyTable::ensure(size_t n) {
+  if (n > (kChunks << kChunkBits)) n = kChunks << kChunkBits;
+  while ((chunks_ << kChunkBits) < n) {
+    auto *c = new std::atomic<uint64_t>[size_t{1} << kChunkBits]();
+    dir_[chunks_].store(c, std::memory_order_release);
+    ++chunks_;
+  }
+}
+
+void ResidencyTable::publish(NodeId id, uint32_t generation, bool resident) noexcept {
+  if ((id >> kChunkBits) >= chunks_) return;  // never made resident: its word reads 0 already
+  std::atomic<uint64_t> *c = dir_[id >> kChunkBits].load(std::memory_order_relaxed);
+  c[id & ((1u << kChunkBits) - 1)].store(resident ? (static_cast<uint64_t>(generation) << 1) | 1u : 0,
+                                         std::memory_order_release);
+}
+
+uint64_t ResidencyTable::word(NodeId id) const noexcept {
+  if ((id >> kChunkBits) >= chunks_) return 0;
+  return dir_[id >> kChunkBits].load(std::memory_order_relaxed)[id & ((1u << kChunkBits) - 1)].load(
+      std::memory_order_relaxed);
+}
+
+size_t ResidencyTable::bytes() const noexcept {
+  return kChunks * sizeof(void *) + chunks_ * (size_t{1} << kChunkBits) * sizeof(uint64_t);
+}
+
+// --- AccessLog --------------------------------------------------------------------------------
+
+AccessLog::AccessLog() = default;
+
+bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n) noexcept {
+  if (n == 0) return true;
+  if (n > kCapacity) return false;
+  static std::atomic<unsigned> next_shard{0};
+  thread_local const unsigned mine = next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
+  Shard &s = shards_[mine];
+  std::lock_guard g(s.mu);
+  if (!s.active) {  // a shard's buffers are allocated at its first use (once per shard)
+    try {
+      s.bufs[0].reset(new AccessRecord[kCapacity]);
+      s.bufs[1].reset(new AccessRecord[kCapacity]);
+    } catch (const std::bad_alloc &) {
+      s.bufs[0].reset();
+      s.bufs[1].reset();
+      return false;  // the caller applies the batch under the runtime's mutex instead
+    }
+    s.active = s.bufs[0].get();
+  }
+  if (kCapacity - s.n < n) return false;
+  AccessRecord *d = s.active + s.n;
+  for (size_t i = 0; i < n; ++i)
+    d[i] = AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
+                        attention ? attention[i] : 1.0f, 0};
+  s.n += n;
+  pending_.fetch_add(n, std::memory_order_acq_rel);
+  return true;
+}
+
+// --- Runtime::Impl ----------------------------------------------------------------------------
+
+// Protocol step 3, for one record.
+void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
+  if (!store->valid(id)) return;
+  StoreEntry &e = (*store)[id];
+  if (e.generation != generation) return;  // forgotten since, the id reused for another key
+  if (e.tier >= 0) {
+    note_access(id, attention);
+    return;
+  }
+  // Dropped since the handle was checked: the access came first, so the remembered state has it.
+  const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
+  e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
+  e.st.last_access = now;
+  ++e.st.accesses;
+  e.st.tick = ++tick;
+  ++accesses;
+}
+
+// Prefetch for a record kAhead places on: the store line first, then (once it has had time to
+// arrive) the index lines of the tier it names.
+void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
+  if (id >= store->id_limit()) return;
+  const StoreEntry &e = (*store)[id];
+  if (!index) {
+    __builtin_prefetch(&e, 1);
+    return;
+  }
+  if (e.tier >= 0 && static_cast<size_t>(e.tier) < tiers.size()) tiers[e.tier].policy->prefetch(id);
+}
+
+void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
+  constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
+    if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
+    apply_access(r[i].id, r[i].generation, r[i].attention);
+  }
+}
+
+void Runtime::Impl::drain_accesses() noexcept {
+  if (!log.pending()) return;
+  log.drain([this](const AccessRecord *r, size_t n) { apply_records(r, n); });
+  if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
+}
+
+bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *attention, size_t n) {
+  if (cfg.synchronous && cfg.promotion != PromotionRule::never && tiers.size() > 1) return false;
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < n; ++i) {  // protocol step 1
+    if (i + kAhead < n) residency.prefetch(handles[i + kAhead]);
+    if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
+    if (!residency.resident(handles[i]))
+      fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
+           " is stale (its block was dropped or forgotten) or was never issued");
+  }
+  if (log.append(handles, attention, n)) return true;  // step 2
+  std::unique_lock lk(mu);
+  drain_accesses();
+  if (log.append(handles, attention, n)) return true;
+  // Larger than a buffer (or another thread of the same shard filled it again): apply here.
+  constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kStoreAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kStoreAhead] & 0xffffffffu), false);
+    if (i + kIndexAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kIndexAhead] & 0xffffffffu), true);
+    apply_access(static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
+                 attention ? attention[i] : 1.0f);
+  }
+  if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
+  return true;
+}
+
+}  // namespace cxltier
