@@ -197,6 +197,7 @@ void LrfuIndex::maybe_compact() {
 }
 
 void LrfuIndex::rebuild(bool move_edges) {
+  stale_visits_ = 0;
   if (move_edges) {
     // Quantiles of a deterministic sample of live scores (at most 65,536 of them).
     std::vector<double> sample;
@@ -288,6 +289,7 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
       }
     }
     ++stats_.entries_examined;
+    if (stale(e)) ++stale_visits_;
     bool covers = c.dominated_same_step;  // a live, eligible block of e's step was evaluated above
     if (!c.dominated_same_step && !stale(e) && eligible(e.id)) {
       double p = prio(e.s, e.t, now);
@@ -311,6 +313,17 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
         push_candidate(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false});
       }
     }
+  }
+  // Stale entries keep the bounds of their subtrees, so a search descends through every stale
+  // entry whose bound beats the best block: in a tie-heavy workload (large beta) those are the
+  // old ones, saturated at the highest priority, and every search walked them again until the
+  // entry-count compaction came. Once searches have visited more stale entries than there are
+  // live blocks, the heaps are rebuilt (O(n), so it at most doubles the search work that paid for
+  // it), and the edges are refitted to the live scores at the same time. The victim is already
+  // chosen and does not change.
+  if (stale_visits_ > live_.size() + 64) {
+    ++stats_.search_compactions;
+    rebuild(nbuckets_ > 1);
   }
   if (!have_best) return kNoNode;
   ++stats_.victims;
