@@ -5,6 +5,7 @@
 // read), plot file names that try to become gnuplot code, and generator sizes it cannot hold.
 // Every refusal exits 2 and names what was wrong.
 #include "../common/cli.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,21 +24,9 @@
 
 namespace fs = std::filesystem;
 using cxlt_test::ToolResult;
+using cxlt_test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/cxlt-edges-cli-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string &name) const { return (path / name).string(); }
-};
 
 // Run the tool; a run still going after `limit` is killed and reported as status -2 (a hang).
 ToolResult run_limited(const std::vector<std::string> &args, const std::vector<std::string> &env = {},
