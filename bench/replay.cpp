@@ -3,7 +3,7 @@
 // replay::run (reader + Runtime::reference on null tiers) for LRU and LRFU on a 3.7 M-reference
 // Mooncake stream (the shared trace 30 times over) and on a generated attention trace. Measured
 // in the same run, the baselines: the reader alone on the same file, and a textbook LRU (list +
-// hash map) on the stream already in memory. Goal (issue 6): >= 10 M references/s for LRU and
+// hash map) on the stream already in memory. Goal: >= 10 M references/s for LRU and
 // LRFU; the ratio lines say what the runtime's path costs over those baselines.
 #include "bench_ratio.hpp"
 

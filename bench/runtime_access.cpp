@@ -8,7 +8,7 @@
 // the same batch with the same LRFU formula. Null backend, synchronous runtime, one tier (no
 // promotion), so only the bookkeeping is timed: lock, handle check, score update, the policy
 // index's reordering. Time per batch, lower is better; items/s = block accesses per second.
-// Goal (issue 5): >= 20 M block accesses per second per core by handle at 1M resident blocks.
+// Goal: >= 20 M block accesses per second per core by handle at 1M resident blocks.
 // The thread is pinned (CXLT_BENCH_CPU, default 0).
 #include "bench_ratio.hpp"
 
