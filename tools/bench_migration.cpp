@@ -6,6 +6,7 @@
 // ordered tier pair, batched (queued moves, the migration threads copy) for the rate and one
 // block at a time (move with wait) for the per-block latency.
 #include "bench_migration.hpp"
+#include "exit_status.hpp"
 
 #include "tiers/hostmem.hpp"
 
@@ -561,7 +562,7 @@ BenchResult run_bench(const BenchParams &p) {
 
   // --- the runtime and its blocks.
   progress("opening the runtime");
-  std::unique_ptr<Runtime> rt = Runtime::open(cfg);
+  std::unique_ptr<Runtime> rt = cli::setup([&] { return Runtime::open(cfg); });
   res.topology = rt->topology();
   const int nt = static_cast<int>(rt->tier_count());
   for (int t = 0; t < nt; ++t) {

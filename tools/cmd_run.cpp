@@ -164,7 +164,7 @@ int run(const RunOptions &o) {
     fail(CXLT_ERROR_CONFIG, "the geometry gives ", cfg.geometry.bytes(), "-byte blocks; cxltier run writes a ",
          kHeaderBytes, "-byte header (key, version, checksum) into every block, so it needs blocks of at least ",
          kHeaderBytes, " bytes");
-  auto rt = Runtime::open(cfg);
+  auto rt = cxltier::cli::setup([&] { return Runtime::open(cfg); });
   const Topology &topo = rt->topology();
   if (!cfg.store_path.empty()) catch_stop_signals();
 

@@ -264,3 +264,21 @@ TEST(MainCli, EmptyOrZeroValuesAreNotTheDefault) {
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
   }
 }
+
+TEST(MainCli, ExitStatusesAreListedInHelp) {
+  auto r = run_limited({"--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char *part : {"Exit status: 0 success", "1 the job ran and found a problem", "2 bad input or usage",
+                           "3 an internal error", "ends by that signal"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << "--help lacks '" << part << "': " << r.out;
+}
+
+// A node this machine lacks, named by the configuration, is bad input (2), not a failed job.
+TEST(RunCli, AbsentNumaNodeExitsTwoNamingIt) {
+  auto r = run_limited({"run", "--topology", "emulated", "--steps", "1", "--quiet", "--set", "tiers.0.kind=dram",
+                        "--set", "tiers.0.backend=numa", "--set", "tiers.0.numa_nodes=1023"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("1023"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
