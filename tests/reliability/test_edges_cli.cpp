@@ -282,3 +282,20 @@ TEST(RunCli, AbsentNumaNodeExitsTwoNamingIt) {
   EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
 }
 
+// Tiers of 4 + 4 blocks under an engine that pins up to 32 blocks at once: some admissions find
+// every block pinned. The run counts them and goes on to the end (it used to stop with exit 1).
+TEST(RunCli, AdmissionsRefusedWhileEveryBlockIsPinnedAreCountedNotFatal) {
+  TempDir d;
+  const std::string path = d / "pinned.toml";
+  write_file(path, "topology = \"emulated\"\n[geometry]\n" + std::string(kTinyGeometry) +
+                       "tokens_per_block = 64\n[runtime]\nhuge_pages = \"none\"\nextent_blocks = 1\n"
+                       "[[tiers]]\nkind = \"hbm\"\nbudget = 256\n[[tiers]]\nkind = \"dram\"\nbudget = 256\n");
+  auto r = run_limited({"run", "--config", path, "--steps", "20", "--quiet", "--sequences", "64", "--active", "16",
+                        "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const size_t at = r.out.find("\"admissions_refused\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::stoull(r.out.substr(at + 22)), 0u) << "the set-up must make admissions fail: " << r.out.substr(at, 40);
+  EXPECT_NE(r.out.find("\"integrity_errors\": 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"steps\": 20"), std::string::npos) << "the run goes to its end";
+}
