@@ -7,6 +7,8 @@
 // way, never by timed unit tests.
 #pragma once
 
+#include "tools/bench_stats.hpp"
+
 #include <sched.h>
 
 #include <cstdlib>
@@ -35,10 +37,7 @@ struct RatioRegistrar {
 inline void pin_to_bench_cpu() {
   int cpu = 0;
   if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
+  cxlt_bench_stats::pin_to_cpu(cpu);
 }
 
 }  // namespace cxlt_bench

@@ -5,6 +5,7 @@
 // GB/s = 10^9 bytes copied per CPU second (bytes counted once), higher is better. The thread
 // is pinned (CXLT_BENCH_CPU, default 0).
 #include "memory/copy.hpp"
+#include "tools/bench_stats.hpp"
 
 #include <benchmark/benchmark.h>
 #include <sched.h>
@@ -25,10 +26,7 @@ void pin_thread(int index) {
   int first = 0;
   if (const char *c = std::getenv("CXLT_BENCH_CPU")) first = std::atoi(c);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<int>((first + index) % (ncpu > 0 ? ncpu : 1)), &set);
-  sched_setaffinity(0, sizeof set, &set);
+  cxlt_bench_stats::pin_to_cpu(static_cast<int>((first + index) % (ncpu > 0 ? ncpu : 1)));
 }
 
 // Touched, THP-advised host memory, as the emulated and numa backends hand out.

@@ -22,12 +22,7 @@ using namespace cxltier;
 
 namespace {
 
-void pin() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(0, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
+void pin() { cxlt_bench_stats::pin_to_cpu(0); }
 
 void BM_ScoreUpdateBatched(benchmark::State &state) {
   pin();

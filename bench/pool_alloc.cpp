@@ -2,7 +2,7 @@
 // Micro-benchmark: one block slot allocate+free from a BlockPool, against the allocators a
 // runtime without pools would call for the same 5 MiB: numa_alloc_onnode+numa_free and
 // memkind_malloc+memkind_free (memkind only where built). Time per pair, lower is better.
-// Goal (issue 5): the pool >= 100x faster than either baseline, median <= 100 ns.
+// Goal: the pool >= 100x faster than either baseline, median <= 100 ns.
 // The thread is pinned to one CPU (CXLT_BENCH_CPU, default 0) so runs are comparable.
 #include "bench_ratio.hpp"
 #include "memory/pool.hpp"

@@ -6,7 +6,7 @@
 // unique blocks. Baselines in the same run: the reader alone on the same file, and a textbook
 // LRU (list + hash map) on the same ids already in memory. The tie-heavy LRFU case is the
 // sweep grid's corner alpha 0.001, beta 0.1 at 10 % and at 200 % of one copy's working set
-// (issue goal: 200 % no slower than twice 10 %), on 16 copies.
+// (goal: 200 % no slower than twice 10 %), on 16 copies.
 #include "bench_ratio.hpp"
 
 #include <cxltier/key.hpp>

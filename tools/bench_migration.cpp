@@ -6,6 +6,8 @@
 // ordered tier pair, batched (queued moves, the migration threads copy) for the rate and one
 // block at a time (move with wait) for the per-block latency.
 #include "bench_migration.hpp"
+#include "bench_stats.hpp"
+#include "exit_status.hpp"
 
 #include "tiers/hostmem.hpp"
 
@@ -42,31 +44,12 @@ namespace cxltier::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cxlt_bench_stats::median_of;
+using cxlt_bench_stats::pin_to_cpu;
+using cxlt_bench_stats::quantile_of;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 double micros(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Nearest rank: the smallest value with at least q of the samples at or below it.
-double quantile_of(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
-}
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
 
 // Worker threads, pinned one per CPU (round robin over the allowed CPUs) when asked, else left
 // to the scheduler like the runtime's migration threads; created once so that
@@ -106,7 +89,7 @@ public:
 
 private:
   void loop(unsigned index, int cpu) {
-    if (cpu >= 0) pin_to(cpu);
+    if (cpu >= 0) pin_to_cpu(cpu);
     uint64_t seen = 0;
     std::unique_lock lk(mu_);
     while (true) {
@@ -561,7 +544,7 @@ BenchResult run_bench(const BenchParams &p) {
 
   // --- the runtime and its blocks.
   progress("opening the runtime");
-  std::unique_ptr<Runtime> rt = Runtime::open(cfg);
+  std::unique_ptr<Runtime> rt = cli::setup([&] { return Runtime::open(cfg); });
   res.topology = rt->topology();
   const int nt = static_cast<int>(rt->tier_count());
   for (int t = 0; t < nt; ++t) {

@@ -6,6 +6,7 @@
 // tier's own path (header, XXH3 checksum and verification included). Median of --repeat runs.
 // (A separate command because `cxltier bench` was being written at the same time; its remote
 // rows can call measure_remote() below.)
+#include "bench_stats.hpp"
 #include "commands.hpp"
 
 #include "core/secret_file.hpp"
@@ -25,7 +26,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -51,11 +51,7 @@ struct Row {
   std::string name;
   std::string direction;  // "set" or "get"
   std::vector<double> gibps;
-  double median() const {
-    std::vector<double> v = gibps;
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  }
+  double median() const { return cxlt_bench_stats::median_of(gibps); }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

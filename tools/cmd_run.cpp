@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <unordered_map>
@@ -76,17 +77,28 @@ struct Counters {
   uint64_t integrity_errors = 0;
   uint64_t touches = 0;        // block touches (after merging a step's duplicates)
   uint64_t found[CXLT_MAX_TIERS] = {};  // touches that found the block resident, by tier
+  uint64_t refused = 0;        // admissions refused: every block pinned or moving, even after a wait
 };
 
 class Engine {
 public:
   Engine(Runtime &rt, Counters &c) : rt_(rt), c_(c) {}
 
-  // The block must be resident and pinned on return; placed blocks get (re)computed content.
-  Block pin_or_compute(uint64_t id, bool first_time, bool touch = false) {
+  // The block resident and pinned, placed blocks with (re)computed content; nothing when the
+  // runtime refused to place it because every block was pinned or moving (the engine's chunk
+  // holds up to kChunk pins): it waits for the moves once and tries again, then counts the
+  // refusal and goes on without the block, as an engine would recompute it later.
+  std::optional<Block> pin_or_compute(uint64_t id, bool first_time, bool touch = false) {
     Key k = key_from_trace_id(id);
     bool placed = false;
-    Block b = rt_.admit(k, &placed, /*pin=*/true);  // resident or (re)placed, pinned either way
+    Block b;
+    try {
+      b = admit_retrying(k, &placed);  // resident or (re)placed, pinned either way
+    } catch (const Error &e) {
+      if (e.code() != CXLT_ERROR_OUT_OF_TIER_MEMORY) throw;
+      ++c_.refused;
+      return std::nullopt;
+    }
     Tracked &t = tracked_[id];
     if (touch && !placed && b.tier >= 0) ++c_.found[b.tier];
     if (placed) {
@@ -121,6 +133,16 @@ public:
   bool known(uint64_t id) const { return tracked_.count(id) != 0; }
 
 private:
+  Block admit_retrying(const Key &k, bool *placed) {
+    try {
+      return rt_.admit(k, placed, /*pin=*/true);
+    } catch (const Error &e) {
+      if (e.code() != CXLT_ERROR_OUT_OF_TIER_MEMORY) throw;
+    }
+    rt_.wait_idle(-1);
+    return rt_.admit(k, placed, /*pin=*/true);
+  }
+
   Runtime &rt_;
   Counters &c_;
   std::unordered_map<uint64_t, Tracked> tracked_;
@@ -164,7 +186,7 @@ int run(const RunOptions &o) {
     fail(CXLT_ERROR_CONFIG, "the geometry gives ", cfg.geometry.bytes(), "-byte blocks; cxltier run writes a ",
          kHeaderBytes, "-byte header (key, version, checksum) into every block, so it needs blocks of at least ",
          kHeaderBytes, " bytes");
-  auto rt = Runtime::open(cfg);
+  auto rt = cxltier::cli::setup([&] { return Runtime::open(cfg); });
   const Topology &topo = rt->topology();
   if (!cfg.store_path.empty()) catch_stop_signals();
 
@@ -191,8 +213,8 @@ int run(const RunOptions &o) {
   }
   Counters c;
   Engine engine(*rt, c);
-  std::vector<uint64_t> ids, handles;
-  std::vector<float> att;
+  std::vector<uint64_t> ids, handles, pinned;
+  std::vector<float> att, chunk_att;
   std::unordered_map<uint64_t, float> merged;
   const bool tty = isatty(2);
   auto t0 = std::chrono::steady_clock::now();
@@ -202,10 +224,7 @@ int run(const RunOptions &o) {
   while (g_stop_signal == 0 && wl.next_step(step)) {
     for (uint64_t id : step.created) {
       bool first = !engine.known(id);
-      Key k = key_from_trace_id(id);
-      Block b = engine.pin_or_compute(id, first);
-      (void)b;
-      rt->unpin(k);
+      if (engine.pin_or_compute(id, first)) rt->unpin(key_from_trace_id(id));
     }
     // One access per block per step: a block touched by several sequences (a shared prefix)
     // gets the largest mass any of them gave it.
@@ -226,9 +245,16 @@ int run(const RunOptions &o) {
     for (size_t s = 0; s < ids.size(); s += kChunk) {
       size_t e = std::min(ids.size(), s + kChunk);
       handles.clear();
-      for (size_t i = s; i < e; ++i) handles.push_back(engine.pin_or_compute(ids[i], !engine.known(ids[i]), true).handle);
-      rt->access_handles(handles.data(), att.data() + s, e - s);
-      for (size_t i = s; i < e; ++i) rt->unpin(key_from_trace_id(ids[i]));
+      chunk_att.clear();
+      pinned.clear();
+      for (size_t i = s; i < e; ++i)
+        if (auto b = engine.pin_or_compute(ids[i], !engine.known(ids[i]), true)) {
+          handles.push_back(b->handle);
+          chunk_att.push_back(att[i]);
+          pinned.push_back(ids[i]);
+        }
+      if (!handles.empty()) rt->access_handles(handles.data(), chunk_att.data(), handles.size());
+      for (uint64_t id : pinned) rt->unpin(key_from_trace_id(id));
       c.touches += e - s;
     }
     rt->step();
@@ -275,6 +301,7 @@ int run(const RunOptions &o) {
                 {"shared_prefix_touches", c.shared_touches},
                 {"content_checks", c.verified},
                 {"integrity_errors", c.integrity_errors},
+                {"admissions_refused", c.refused},
                 {"invariants", validation.empty() ? "ok" : validation}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -327,6 +354,10 @@ int run(const RunOptions &o) {
                   static_cast<unsigned long long>(s.remote_hits), static_cast<unsigned long long>(s.remote_misses),
                   static_cast<unsigned long long>(s.remote_writeouts), static_cast<unsigned long long>(s.remote_failures),
                   format_bytes(s.remote_bytes_in).c_str(), format_bytes(s.remote_bytes_out).c_str());
+    if (c.refused != 0)
+      std::printf("admissions refused (every block pinned or moving, after waiting for the moves): %llu; "
+                  "those touches went without their block\n",
+                  static_cast<unsigned long long>(c.refused));
     std::printf("content checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
                 static_cast<unsigned long long>(c.integrity_errors));
     std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");

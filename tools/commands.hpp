@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The cxltier command-line tool: each subcommand lives in its own cmd_<name>.cpp and registers
 // itself at start-up with a static Registrar (the one kind of global allowed here, as in
-// libcamera's factories). Exit status: 0 success, 1 the work ran but a check failed, 2 bad
-// input (a flag, a file, a configuration), 3 an internal error.
+// libcamera's factories). Exit statuses and the one rule from an error to a status:
+// exit_status.hpp.
 #pragma once
+
+#include "exit_status.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -12,11 +14,6 @@
 #include <vector>
 
 namespace cxltier::cli {
-
-constexpr int kExitOk = 0;
-constexpr int kExitCheckFailed = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitInternal = 3;
 
 // A subcommand: `setup` adds it to the app (flags, help) and returns the function that runs it
 // once parsing succeeded.
@@ -28,6 +25,11 @@ struct CommandInfo {
 };
 
 std::vector<CommandInfo> &command_registry();
+
+// The whole command line (cli.cpp): parses argv, runs the subcommand it names (unless
+// parse_only), and returns the exit status. Each call builds its own parser.
+enum class Mode { run, parse_only };
+int run_cli(int argc, char **argv, Mode mode);
 
 // For flags whose empty value would silently mean their default (--topology '' is not auto):
 // the empty text is refused at parsing, naming the flag (exit 2).

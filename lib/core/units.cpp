@@ -3,6 +3,8 @@
 #include <cxltier/units.hpp>
 #include <cxltier/error.hpp>
 
+#include "core/text.hpp"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -14,22 +16,8 @@ namespace cxltier {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
+using text::iequal;
+using text::trim;
 
 [[noreturn]] void bad(std::string_view what, std::string_view text, const char *why) {
   fail(CXLT_ERROR_INVALID_ARGUMENT, what, ": '", text, "' ", why);
@@ -78,9 +66,9 @@ double parse_double(std::string_view text, std::string_view what) {
 bool parse_bool(std::string_view text, std::string_view what) {
   std::string_view t = trim(text);
   for (const char *y : {"1", "true", "yes", "on"})
-    if (iequals(t, y)) return true;
+    if (iequal(t, y)) return true;
   for (const char *n : {"0", "false", "no", "off"})
-    if (iequals(t, n)) return false;
+    if (iequal(t, n)) return false;
   bad(what, text, "is not a boolean (1/true/yes/on or 0/false/no/off)");
 }
 
@@ -102,7 +90,7 @@ uint64_t parse_size(std::string_view text, std::string_view what) {
   };
   double mult = -1;
   for (const Unit &u : units)
-    if (iequals(suffix, u.name)) mult = u.mult;
+    if (iequal(suffix, u.name)) mult = u.mult;
   if (mult < 0) bad(what, text, "has an unknown unit (use B, KiB, MiB, GiB, TiB, or kB, MB, GB, TB)");
   if (num.find('.') == std::string_view::npos) {
     uint64_t whole = parse_u64(num, what);

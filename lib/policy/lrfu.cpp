@@ -3,23 +3,14 @@
 #include <cxltier/error.hpp>
 #include <cxltier/policy.hpp>
 
+#include "core/text.hpp"
+
 #include <cmath>
 #include <cstring>
 
 namespace cxltier {
 
-namespace {
-bool iequal(std::string_view a, const char *b) {
-  size_t n = std::strlen(b);
-  if (a.size() != n) return false;
-  for (size_t i = 0; i < n; ++i) {
-    char c = a[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != b[i]) return false;
-  }
-  return true;
-}
-}  // namespace
+using text::iequal;
 
 const char *score_mode_name(ScoreMode m) noexcept { return m == ScoreMode::decay ? "decay" : "touch"; }
 

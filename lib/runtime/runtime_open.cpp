@@ -209,7 +209,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " is smaller than the ", slots,
          " blocks the tiers can hold together; it must keep every resident block's state");
   // The store and every tier's policy keep per-state arrays sized by store.capacity at open
-  // (review finding 6: about 64 + 16 + 48 x tiers bytes per state, zero-filled, so overcommit
+  // (about 64 + 16 + 48 x tiers bytes per state, zero-filled, so overcommit
   // does not help). A capacity whose arrays would take more than half of this machine's memory
   // is refused here with the figure, rather than answered by the OOM killer.
   if (cfg.store_capacity != 0) {

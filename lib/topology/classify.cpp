@@ -5,11 +5,11 @@
 // the tiers fastest first. The rules look only at what hwloc reports, never at file names.
 #include "topology/classify.hpp"
 #include "topology/hwloc_load.hpp"
+#include "core/text.hpp"
 
 #include <cxltier/units.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,11 +20,7 @@ namespace cxltier::topo {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char &c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using text::lower;
 
 std::string info_of(hwloc_obj_t o, const char *name) {
   const char *v = hwloc_obj_get_info_by_name(o, name);

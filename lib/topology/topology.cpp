@@ -8,12 +8,12 @@
 #include "topology/gpu.hpp"
 #include "topology/classify.hpp"
 #include "topology/hwloc_load.hpp"
+#include "core/text.hpp"
 
 #include <nlohmann/json.hpp>
 #include <numa.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -26,11 +26,9 @@ const char *tier_kind_name(TierKind kind) noexcept {
 }
 
 std::optional<TierKind> parse_tier_kind(std::string_view name) noexcept {
-  std::string n;
-  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (TierKind k : {TierKind::hbm, TierKind::gpu, TierKind::dram, TierKind::cxl, TierKind::nvm, TierKind::spm,
                      TierKind::unknown, TierKind::remote})
-    if (n == tier_kind_name(k)) return k;
+    if (text::iequal(name, tier_kind_name(k))) return k;  // no copy: noexcept holds
   return std::nullopt;
 }
 

@@ -465,7 +465,7 @@ WriteStats write_attention_trace(const std::string &path, const SyntheticParams 
   SyntheticWorkload work(params);  // validates before any file is touched
   // The trace is renamed over PATH at the end, which would replace whatever PATH is: a
   // symbolic link, a FIFO or a device node (as root, --out /dev/null would replace the
-  // system's /dev/null; docs/review.md finding 17). Only a regular file (or nothing) is
+  // system's /dev/null). Only a regular file (or nothing) is
   // replaced. (A node created at PATH between this check and the rename is still replaced:
   // the check guards against mistakes and planted paths in folders others cannot write.)
   if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {

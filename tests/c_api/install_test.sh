@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Install the library into a temporary root (meson install --destdir), then build the
 # README's C example with nothing but the installed header and `pkg-config --cflags --libs
-# cxltier`, and run it: the Done-when of issue 4, checked by the suite.
+# cxltier`, and run it: what an engine that installs the library does, checked by the suite.
 set -euo pipefail
 build="$1"
 src="$2"

@@ -14,7 +14,7 @@ build="$1"
 seconds="$2"
 shift 2
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(trace_reader config units score_store topology)
+[ ${#targets[@]} -eq 0 ] && targets=(trace_reader config units score_store topology cli_args run_config file_kinds)
 work="$root/tests/fuzz/corpus-work"
 mkdir -p "$work/artifacts" "$work/logs"
 
@@ -26,12 +26,17 @@ seeds_of() {
     units) echo "$root/tests/fuzz/seeds/units" ;;
     score_store) echo "$root/tests/fuzz/seeds/score_store" ;;
     topology) echo "$root/tests/data/topologies" ;;
+    cli_args) echo "$root/tests/fuzz/seeds/cli_args" ;;
+    run_config) echo "$root/tests/fuzz/seeds/run_config" ;;
+    file_kinds) echo "$root/tests/fuzz/seeds/file_kinds" ;;
     *) echo "unknown target $1" >&2; return 1 ;;
   esac
 }
 max_len_of() {
   case "$1" in
     units) echo 256 ;;
+    run_config) echo 64 ;;
+    cli_args | file_kinds) echo 2048 ;;
     config) echo 4096 ;;
     score_store) echo 16384 ;;
     *) echo 65536 ;;

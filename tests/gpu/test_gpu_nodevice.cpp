@@ -25,6 +25,7 @@
 #include <cxltier/topology.hpp>
 
 #include "cxlt_config.h"
+#include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -51,27 +52,14 @@
 using namespace cxltier;
 namespace fs = std::filesystem;
 
+using cxlt_test::TempDir;
+
 namespace {
 
 bool contains(const std::string &s, const std::string &what) { return s.find(what) != std::string::npos; }
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/cxlt-gpu-test-XXXXXX";
-    const char *p = mkdtemp(tmpl);
-    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void write_file(const fs::path &p, const std::string &text) {
   fs::create_directories(p.parent_path());
@@ -107,10 +95,10 @@ TEST(GpuDiscovery, PciBusIdsAreNormalised) {
 
 TEST(GpuDiscovery, NumaNodeFromSysfsTree) {
   TempDir t;
-  const std::string root = t.path.string();
-  write_file(t.path / "bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
-  write_file(t.path / "bus/pci/devices/0000:5e:00.0/numa_node", "-1\n");
-  write_file(t.path / "bus/pci/devices/0000:86:00.0/numa_node", "garbage\n");
+  const std::string root = t.path().string();
+  write_file(t.path() / "bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
+  write_file(t.path() / "bus/pci/devices/0000:5e:00.0/numa_node", "-1\n");
+  write_file(t.path() / "bus/pci/devices/0000:86:00.0/numa_node", "garbage\n");
   std::string ev;
   EXPECT_EQ(pci_numa_node(root, "0000:3B:00.0", &ev), 1);
   EXPECT_TRUE(contains(ev, "nearest NUMA node 1")) << ev;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Crash and restart (issue 8, item 6). `cxltier run --store FILE` with periodic checkpoints is
+// Crash and restart. `cxltier run --store FILE` with periodic checkpoints is
 // killed with SIGKILL at random moments and restarted on the same file, again and again: the
 // file must always be a whole checkpoint (or absent, before the first), owner-only, its clock
 // never going back and no block's access count shrinking; a runtime reopened on it must
@@ -368,7 +368,7 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
   fs::remove_all(dir);
 }
 
-// Paths that are not regular files (docs/review.md findings 17 and 18): a FIFO given as the
+// Paths that are not regular files: a FIFO given as the
 // config file is refused at once (it used to block forever waiting for a writer); a FIFO at the
 // trace writer's output path or at its temporary name is refused and left as it was (the trace
 // used to be renamed over it: as root, `gen-trace --out /dev/null` replaced /dev/null). No

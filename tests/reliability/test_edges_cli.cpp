@@ -5,6 +5,7 @@
 // read), plot file names that try to become gnuplot code, and generator sizes it cannot hold.
 // Every refusal exits 2 and names what was wrong.
 #include "../common/cli.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,21 +24,9 @@
 
 namespace fs = std::filesystem;
 using cxlt_test::ToolResult;
+using cxlt_test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/cxlt-edges-cli-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string &name) const { return (path / name).string(); }
-};
 
 // Run the tool; a run still going after `limit` is killed and reported as status -2 (a hang).
 ToolResult run_limited(const std::vector<std::string> &args, const std::vector<std::string> &env = {},
@@ -274,4 +263,39 @@ TEST(MainCli, EmptyOrZeroValuesAreNotTheDefault) {
     EXPECT_EQ(r.status, 2) << c.args[0] << " " << c.args[1] << ": " << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
   }
+}
+
+TEST(MainCli, ExitStatusesAreListedInHelp) {
+  auto r = run_limited({"--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char *part : {"Exit status: 0 success", "1 the job ran and found a problem", "2 bad input or usage",
+                           "3 an internal error", "ends by that signal"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << "--help lacks '" << part << "': " << r.out;
+}
+
+// A node this machine lacks, named by the configuration, is bad input (2), not a failed job.
+TEST(RunCli, AbsentNumaNodeExitsTwoNamingIt) {
+  auto r = run_limited({"run", "--topology", "emulated", "--steps", "1", "--quiet", "--set", "tiers.0.kind=dram",
+                        "--set", "tiers.0.backend=numa", "--set", "tiers.0.numa_nodes=1023"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("1023"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
+// Tiers of 4 + 4 blocks under an engine that pins up to 32 blocks at once: some admissions find
+// every block pinned. The run counts them and goes on to the end (it used to stop with exit 1).
+TEST(RunCli, AdmissionsRefusedWhileEveryBlockIsPinnedAreCountedNotFatal) {
+  TempDir d;
+  const std::string path = d / "pinned.toml";
+  write_file(path, "topology = \"emulated\"\n[geometry]\n" + std::string(kTinyGeometry) +
+                       "tokens_per_block = 64\n[runtime]\nhuge_pages = \"none\"\nextent_blocks = 1\n"
+                       "[[tiers]]\nkind = \"hbm\"\nbudget = 256\n[[tiers]]\nkind = \"dram\"\nbudget = 256\n");
+  auto r = run_limited({"run", "--config", path, "--steps", "20", "--quiet", "--sequences", "64", "--active", "16",
+                        "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const size_t at = r.out.find("\"admissions_refused\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::stoull(r.out.substr(at + 22)), 0u) << "the set-up must make admissions fail: " << r.out.substr(at, 40);
+  EXPECT_NE(r.out.find("\"integrity_errors\": 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"steps\": 20"), std::string::npos) << "the run goes to its end";
 }

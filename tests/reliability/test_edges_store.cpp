@@ -7,6 +7,7 @@
 #include "../runtime/runtime_test_util.hpp"
 #include "policy/score_store.hpp"
 #include "runtime/host_budget.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/error.hpp>
@@ -28,22 +29,9 @@
 
 using namespace cxltier;
 namespace fs = std::filesystem;
+using cxlt_test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/cxlt-edges-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string &name) const { return (path / name).string(); }
-};
 
 // The error an action throws, as code and message; code CXLT_OK if it did not throw.
 struct Thrown {

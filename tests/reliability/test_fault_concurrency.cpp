@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fault injection under concurrency (issue 8, item 4). Several owner threads admit, access,
+// Fault injection under concurrency. Several owner threads admit, access,
 // pin, write, verify, move and release blocks on three tiers of the faulty backend while a
 // controller thread re-arms "allocations fail after N" at random moments on random tiers and
 // every tier fails a share of its copies (tearing the destination). After every operation the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Load and soak (issue 8, item 5): one long-lived runtime under many threads and a mixed
+// Load and soak: one long-lived runtime under many threads and a mixed
 // workload (owners admit, write, pin and verify their blocks, access batches, move, release;
 // readers look up other threads' blocks, read policy states, stats and tier info; the decode
 // clock advances and checkpoints are written), in phases. After each phase the invariants

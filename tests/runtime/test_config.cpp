@@ -6,6 +6,7 @@
 #include <cxltier/error.hpp>
 
 #include "capi/config_handle.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,6 +28,8 @@ using cxltier::RuntimeConfig;
 using cxltier::TierConfig;
 using cxltier::TierKind;
 
+using cxlt_test::TempDir;
+
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
@@ -45,26 +48,6 @@ std::string error_of(const std::function<void()> &f, cxlt_result_t code = CXLT_E
 }
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << "'" << (text) << "' lacks '" << (part) << "'"
-
-// A temporary folder removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "cxlt-config-XXXXXX").string();
-    char *p = mkdtemp(tmpl.data());
-    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string write(const std::string &name, const std::string &text) const {
-    fs::path p = path / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
 
 // Sets environment variables for the scope of a test and restores them.
 struct EnvGuard {
@@ -545,11 +528,11 @@ TEST(ConfigErrors, FilesNothingHalfApplied) {
 TEST(ConfigErrors, UnreadableFileIsIoError) {
   TempDir dir;
   RuntimeConfig c;
-  std::string missing = (dir.path / "nope.toml").string();
+  std::string missing = (dir.path() / "nope.toml").string();
   std::string m = error_of([&] { c.load_toml_file(missing); }, CXLT_ERROR_IO);
   EXPECT_HAS(m, "cannot open config file '" + missing + "'");
-  m = error_of([&] { c.load_toml_file(dir.path.string()); }, CXLT_ERROR_IO);
-  EXPECT_HAS(m, dir.path.string());
+  m = error_of([&] { c.load_toml_file(dir.path().string()); }, CXLT_ERROR_IO);
+  EXPECT_HAS(m, dir.path().string());
 }
 
 TEST(ConfigErrors, EnvironmentWarningsAndErrors) {
@@ -674,12 +657,12 @@ TEST(ConfigValidate, BackendsThisBuildLacks) {
 
 TEST(Config, RelativePathsInAFileAreRelativeToTheFile) {
   TempDir dir;
-  fs::create_directories(dir.path / "conf");
+  fs::create_directories(dir.path() / "conf");
   std::string path = dir.write("conf/rel.toml", "topology = \"topo/x.xml\"\n[store]\npath = \"state/s.ckpt\"\n");
   RuntimeConfig c;
   c.load_toml_file(path);
-  EXPECT_EQ(c.topology, (dir.path / "conf/topo/x.xml").string());
-  EXPECT_EQ(c.store_path, (dir.path / "conf/state/s.ckpt").string());
+  EXPECT_EQ(c.topology, (dir.path() / "conf/topo/x.xml").string());
+  EXPECT_EQ(c.store_path, (dir.path() / "conf/state/s.ckpt").string());
   // Keywords and absolute paths stay as written; set() and variables take paths as given.
   std::string path2 = dir.write("conf/kw.toml", "topology = \"emulated\"\n[store]\npath = \"/abs/s.ckpt\"\n");
   c.load_toml_file(path2);
@@ -833,7 +816,7 @@ TEST(ConfigCApi, LoadFileAndNullArguments) {
   EXPECT_EQ(cxlt_config_load_file(h, good.c_str()), CXLT_OK);
   EXPECT_EQ(cxlt_config_load_file(h, bad.c_str()), CXLT_ERROR_CONFIG);
   EXPECT_HAS(cxlt_last_error(), bad + ":2:8: policy.beta = -1.0 must be >= 0");
-  EXPECT_EQ(cxlt_config_load_file(h, (dir.path / "none.toml").c_str()), CXLT_ERROR_IO);
+  EXPECT_EQ(cxlt_config_load_file(h, (dir.path() / "none.toml").c_str()), CXLT_ERROR_IO);
   EXPECT_EQ(cxlt_config_create(nullptr), CXLT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cxlt_config_load_file(nullptr, good.c_str()), CXLT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(cxlt_config_load_file(h, nullptr), CXLT_ERROR_INVALID_ARGUMENT);

@@ -257,7 +257,7 @@ TEST(Runtime, MisuseGivesErrors) {
   EXPECT_EQ(rt->validate(), "");
 }
 
-// Review finding 6: the per-state arrays are sized by store.capacity at open. A capacity that
+// The per-state arrays are sized by store.capacity at open. A capacity that
 // would take more than half of this machine's memory is refused with the figure (2^31 states
 // asked for about 300 GiB and met the OOM killer before).
 TEST(Runtime, ImpossibleStoreCapacityIsRefusedAtOpen) {

@@ -134,7 +134,7 @@ Partition memory_tier_partition(const fs::path &xml) {
 
 class Hwloc214Pair : public ::testing::TestWithParam<const char *> {};
 
-// The acceptance check of issue 2: our grouping of the file hwloc 2.9 exported equals hwloc
+// The acceptance check of the topology classifier: our grouping of the file hwloc 2.9 exported equals hwloc
 // 2.14's grouping of the same machine. Orders may differ (hwloc ranks from the CPUs' side).
 TEST_P(Hwloc214Pair, OurGroupingOfThe290FileEqualsHwloc214s) {
   const fs::path dir = topology_data_dir() / "derived";

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/temp_dir.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -32,29 +34,7 @@ inline std::string slurp(const fs::path &p) {
   return os.str();
 }
 
-// A fresh directory under TMPDIR, removed by the destructor.
-class TempDir {
-public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "cxlt-topo-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-  fs::path write(const std::string &name, const std::string &content) const {
-    fs::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
-private:
-  fs::path path_;
-};
+using cxlt_test::TempDir;
 
 struct ToolRun {
   int status = -1;  // exit status, or -1 if it did not exit normally

@@ -10,7 +10,7 @@
 // directions: the bytes of both). Higher is better; the ratio is candidate / baseline.
 //
 // Called by `cxltier gpu --bench` (tools/cmd_gpu.cpp) and meant for `cxltier bench` to call
-// when gpu_discovery().available (issue 5's command; see docs/gpu.md). Same declarations in
+// when gpu_discovery().available (see docs/gpu.md). Same declarations in
 // every build; without the CUDA tier or a driver the result says why and has no rows.
 #pragma once
 

@@ -2,7 +2,7 @@
 // The faulty tier backend: a decorator that wraps another backend (params.inner_backend) and
 // injects failures as a shared FaultControl says: alloc_extent fails after N successes, copies
 // fail at random with a seeded probability. Everything else passes through. For the runtime's
-// fault-injection tests (issue 8): every injected failure must reach the caller as an error.
+// fault-injection tests: every injected failure must reach the caller as an error.
 #pragma once
 
 #include <cstdint>

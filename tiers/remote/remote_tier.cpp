@@ -13,7 +13,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <thread>
 
 namespace cxltier {

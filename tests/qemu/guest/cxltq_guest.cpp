@@ -358,7 +358,7 @@ void find_numbers(const nlohmann::json &j, const std::string &needle, const std:
 }
 
 // `cxltier run --json`: parses, and every integrity counter is zero. The summary's exact schema
-// is the runtime's (issue 4); this accepts any field whose name contains "integrity".
+// is cmd_run.cpp's; this accepts any field whose name contains "integrity".
 int verify_run(const char *path) {
   nlohmann::json j;
   std::string err;
@@ -371,7 +371,7 @@ int verify_run(const char *path) {
   return finish(kPass, std::to_string(counters.size()) + " integrity counter(s), all 0 (" + counters.front().first + ")");
 }
 
-// `cxltier bench --json` (issue 5's schema): on a multi-node machine the kernel page-migration
+// `cxltier bench --json` (schema in bench/README.md): on a multi-node machine the kernel page-migration
 // rows are measured (a number, not null), and every tier pair has a positive rate.
 int verify_bench(const char *path) {
   nlohmann::json j;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Code-review findings (docs/review.md, same numbers) in code the reviewer may not edit, each as a
-// test that fails while the bug is there: DISABLED_ until the owner fixes it (run them with
-// --gtest_also_run_disabled_tests), enabled in the commit that fixes it.
+// The move protocol under racing calls: a block an engine pins while move() makes room for it
+// never moves, an engine's unpin never cancels move()'s own pin, admit(pin) after waiting for a
+// move finds its key again, and a huge checkpoint interval never checkpoints every step.
 //
 // How the interleavings are made: copies into an emulated tier with pace_mib_s take
 // block_bytes / pace seconds (0.6 s here), so a move is reliably in flight while another
@@ -10,11 +10,10 @@
 // having proved anything, and says so), never fail a correct runtime. Scenarios that crash a
 // buggy runtime (an internal assertion aborts) run in a forked child (EXPECT_EXIT), so a
 // crash is a test failure, not the end of the binary.
-#include "../runtime/runtime_test_util.hpp"
+#include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/trace.hpp>
 
 #include <gtest/gtest.h>
 
@@ -24,7 +23,6 @@
 #include <string>
 #include <thread>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 using namespace cxltier;
@@ -84,7 +82,8 @@ std::string where(const Block &b) {
   std::_Exit(why.empty() ? 0 : 1);
 }
 
-// --- Finding 1: move() pins the block with the engine's pin count while it makes room ----------
+// --- A block the engine pins while move() makes room for it does not move --------------------
+// The defect this catches:
 // Runtime::move (runtime.cpp) does ++pins, make_room (which releases the lock while a demotion
 // copies), --pins, and then begins the move, asserting pins == 0. An engine that pins the block
 // in that window gets a pin that move() ignores: the move starts on a pinned block, and
@@ -117,7 +116,8 @@ std::string move_vs_pin() {
   return v.empty() ? "" : "validate: " + v;
 }
 
-// --- Finding 1b: the same shared pin count lets an engine's unpin cancel move()'s own pin -------
+// --- An engine's unpin of a block it never pinned fails even while move() holds its own pin ----
+// The defect this catches:
 // unpin() of a block the engine never pinned must be INVALID_ARGUMENT. While move() holds its
 // internal pin it succeeds instead; move()'s own --pins then wraps the uint16 count to 65535
 // and begin_move's assertion aborts (or the block stays pinned forever).
@@ -147,7 +147,8 @@ std::string move_vs_stray_unpin() {
   return v.empty() ? "" : "validate: " + v;
 }
 
-// --- Finding 2: admit(pin = true) does not re-check after waiting for a move -------------------
+// --- admit(pin = true) finds its key again after waiting for a move --------------------------
+// The defect this catches:
 // Runtime::admit waits `while (store[id].flags & kFlagMoving)` and then pins if store[id] is
 // resident, else falls through to admit it, without finding the key again, looking at
 // kFlagAdmitting, or refreshing its StoreEntry& `e`. While it waited, another thread may have
@@ -238,7 +239,8 @@ std::string admit_pin_vs_store_growth() {
   return v.empty() ? "" : "validate: " + v;
 }
 
-// --- Finding 3: store.checkpoint_every_steps near 2^64 wraps the step test -------------------
+// --- store.checkpoint_every_steps near 2^64 does not wrap the step test --------------------------
+// The defect this catches:
 // Runtime::step (runtime.cpp) checkpoints when `now >= checkpoint_at_step + every`. After a
 // restart from a checkpoint (checkpoint_at_step = the saved step, > 0) a large `every` (the
 // config accepts up to 2^64-1, meaning "practically never") wraps the sum below `now`, and every
@@ -250,24 +252,24 @@ ino_t inode_of(const std::string &path) {
 
 }  // namespace
 
-TEST(ReviewRuntime, MoveMustNotMoveABlockPinnedWhileItMadeRoom) {
+TEST(MoveProtocol, MoveMustNotMoveABlockPinnedWhileItMadeRoom) {
   EXPECT_EXIT(child(move_vs_pin), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, UnpinOfAnUnpinnedBlockFailsEvenDuringMove) {
+TEST(MoveProtocol, UnpinOfAnUnpinnedBlockFailsEvenDuringMove) {
   EXPECT_EXIT(child(move_vs_stray_unpin), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, AdmitPinNeverReturnsAnotherKeysBlock) {
+TEST(MoveProtocol, AdmitPinNeverReturnsAnotherKeysBlock) {
   EXPECT_EXIT(child(admit_pin_vs_forget_and_reuse), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, AdmitPinKeepsNoStoreReferenceAcrossAWait) {
+TEST(MoveProtocol, AdmitPinKeepsNoStoreReferenceAcrossAWait) {
   EXPECT_EXIT(child(admit_pin_vs_store_growth), ::testing::ExitedWithCode(0), "");
 }
 
-TEST(ReviewRuntime, HugeCheckpointIntervalNeverCheckpointsEveryStep) {
-  const std::string dir = cxlt_test::temp_dir("review-ckpt");
+TEST(CheckpointInterval, HugeIntervalNeverCheckpointsEveryStep) {
+  const std::string dir = cxlt_test::temp_dir("move-protocol-ckpt");
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.synchronous = true;
   cfg.store_path = dir + "/store.ckpt";
@@ -285,36 +287,5 @@ TEST(ReviewRuntime, HugeCheckpointIntervalNeverCheckpointsEveryStep) {
   EXPECT_EQ(inode_of(cfg.store_path), before) << "one step rewrote the checkpoint although checkpoint_every_steps = 2^64-1";
   rt.reset();
   std::remove(cfg.store_path.c_str());
-  ::rmdir(dir.c_str());
-}
-
-// --- Finding 17 (lib/trace/synthetic.cpp, write_attention_trace) --------------------------------
-// The trace is written to PATH.tmp and renamed over PATH whatever PATH is: a pipe, a device or a
-// symbolic link at PATH is replaced by a regular file. As root, `cxltier gen-trace --out
-// /dev/null` replaces the system's /dev/null (seen in this review on /dev/full, since
-// restored). Shown here on a FIFO in a temporary folder. Either refusing such a path or writing
-// through it is right; replacing it is not. A reader end is held open so that writing through
-// the FIFO cannot block.
-TEST(ReviewTrace, GenTraceNeverReplacesANonRegularFile) {
-  const std::string dir = cxlt_test::temp_dir("review-gentrace");
-  const std::string fifo = dir + "/out.jsonl";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
-  ASSERT_GE(reader, 0);
-  trace::SyntheticParams p;
-  p.steps = 2;
-  p.sequences = 2;
-  p.prompt_tokens_max = 64;
-  try {
-    trace::write_attention_trace(fifo, p);
-  } catch (const Error &) {
-    // refusing is a right answer
-  }
-  ::close(reader);
-  struct stat st {};
-  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
-  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << fifo << " (a FIFO) was replaced by another kind of file";
-  std::remove(fifo.c_str());
-  std::remove((fifo + ".tmp").c_str());
   ::rmdir(dir.c_str());
 }
