@@ -264,10 +264,13 @@ int run(const RunOptions &o) {
     nlohmann::json j = nlohmann::json::parse(rt->stats_json());
     j["topology"] = {{"source", topology_source_name(topo.source)}, {"note", topo.note}};
     j["workload"] = nlohmann::json::parse(wp.to_json());
-    nlohmann::json found = nlohmann::json::array();
+    nlohmann::json found = nlohmann::json::array(), per_block = nlohmann::json::array();
     for (uint32_t t = 0; t < s.tier_count; ++t) found.push_back(c.found[t]);
+    for (uint32_t t = 0; t < s.tier_count; ++t)  // hits per block resident at the end (higher in faster tiers is right)
+      per_block.push_back(s.tier[t].blocks ? static_cast<double>(s.tier[t].hits) / static_cast<double>(s.tier[t].blocks) : 0.0);
     j["run"] = {{"steps", done},
                 {"touches_found_by_tier", found},
+                {"hits_per_resident_block", per_block},
                 {"seconds", secs},
                 {"block_touches", c.touches},
                 {"blocks_computed", c.computed},
@@ -327,6 +330,14 @@ int run(const RunOptions &o) {
                   static_cast<unsigned long long>(s.remote_hits), static_cast<unsigned long long>(s.remote_misses),
                   static_cast<unsigned long long>(s.remote_writeouts), static_cast<unsigned long long>(s.remote_failures),
                   format_bytes(s.remote_bytes_in).c_str(), format_bytes(s.remote_bytes_out).c_str());
+    std::printf("placement: %llu inversions (lower is better; 0 is right), largest gap %.4g, %llu steps since none; "
+                "hits per resident block:",
+                static_cast<unsigned long long>(s.inversions), s.inversion_max_gap,
+                static_cast<unsigned long long>(s.steps_since_no_inversion));
+    for (uint32_t t = 0; t < s.tier_count; ++t)
+      std::printf(" %s %.1f", rt->tier_info(t).name,
+                  s.tier[t].blocks ? static_cast<double>(s.tier[t].hits) / static_cast<double>(s.tier[t].blocks) : 0.0);
+    std::printf("\n");
     std::printf("content checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
                 static_cast<unsigned long long>(c.integrity_errors));
     std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");
