@@ -5,6 +5,7 @@
  * blocks of 1 MiB (examples/quickstart.toml's). */
 #include <cxltier/cxltier.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,18 @@ int main(void) {
   st.version = CXLT_STATS_VERSION;
   CHECK(cxlt_stats_get(rt, &st) == CXLT_OK);
   CHECK(st.migration_failures == 0);
+  /* A caller built before the placement fields passes the older size and gets the fields before them. */
+  {
+    cxlt_stats_t old;
+    memset(&old, 0xab, sizeof old);
+    old.size = offsetof(cxlt_stats_t, inversions);
+    old.version = CXLT_STATS_VERSION;
+    CHECK(cxlt_stats_get(rt, &old) == CXLT_OK);
+    CHECK(old.size == offsetof(cxlt_stats_t, inversions) && old.tier_count == 3 && old.drops == st.drops);
+    CHECK(old.inversions == 0xababababababababull); /* not written */
+    old.size = sizeof old - 8;
+    CHECK(cxlt_stats_get(rt, &old) == CXLT_ERROR_INVALID_ARGUMENT);
+  }
   cxlt_runtime_close(rt);
   CHECK(cxlt_block_admit_batch(rt, keys, 1, 0, blocks, placed) == CXLT_ERROR_CLOSED);
   CHECK(cxlt_prefix_lookup(rt, keys, 1, 0, &matched, blocks) == CXLT_ERROR_CLOSED);
