@@ -76,16 +76,19 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   // that may move (outside the batch: those are kept) must cover them.
   s.sorted.assign(keys, keys + n);
   std::sort(s.sorted.begin(), s.sorted.end());
-  s.sorted.erase(std::unique(s.sorted.begin(), s.sorted.end()), s.sorted.end());
   uint64_t need = 0, batch_movable = 0;
-  for (const Key &k : s.sorted) {
+  for (size_t i = 0, times = 1; i < s.sorted.size(); i += times) {
+    const Key &k = s.sorted[i];
+    for (times = 1; i + times < s.sorted.size() && s.sorted[i + times] == k; ++times) {
+    }
     const NodeId id = m.store->find(k);
     if (id == kNoNode || (*m.store)[id].tier < 0) {
       ++need;
       continue;
     }
     const StoreEntry &e = (*m.store)[id];
-    if (e.pins + n > 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.pins, " times already");
+    if (e.pins + times > 0xffff)  // each entry pins it once while the batch is placed
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.pins, " times already");
     if (e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
   }
   uint64_t free_slots = 0;
@@ -222,13 +225,17 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
   }
   matched = s.ids.size();
   if (pin) {
-    for (size_t i = 0; i < matched; ++i)
-      if ((*m.store)[s.ids[i]].pins + matched > 0xffff)
-        fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys[", i, "] = ", keys[i].hex(), " is pinned ",
-             (*m.store)[s.ids[i]].pins, " times already (nothing pinned)");
     for (size_t i = 0; i < matched; ++i) {
       StoreEntry &e = (*m.store)[s.ids[i]];
+      if (e.pins == 0xffff) {  // (a key given twice counts twice) undo this call's pins
+        for (size_t j = 0; j < i; ++j) --(*m.store)[s.ids[j]].pins;
+        fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys[", i, "] = ", keys[i].hex(),
+             " is pinned 65535 times already (nothing pinned)");
+      }
       ++e.pins;
+    }
+    for (size_t i = 0; i < matched; ++i) {
+      StoreEntry &e = (*m.store)[s.ids[i]];
       e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
     }
   }

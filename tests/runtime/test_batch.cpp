@@ -152,4 +152,25 @@ TEST(Batch, ReleaseAndUnpinCheckFirst) {
   EXPECT_EQ(rt->validate(), "");
 }
 
+TEST(Batch, PinCountLimitIsCheckedFirst) {
+  auto rt = Runtime::open(three_tier_config(4, 4, 8));
+  const Key k = key_from_sequence(1, 0), other = key_from_sequence(1, 1);
+  rt->admit(k);
+  for (int i = 0; i < 0xfffe; ++i) rt->pin(k);  // one pin short of the limit
+  std::vector<Block> b(3);
+  std::vector<Key> twice = {other, k, k};
+  EXPECT_EQ(code_of([&] { rt->admit_batch(twice.data(), 3, true, b.data(), nullptr); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_FALSE(rt->lookup(other, nullptr));  // nothing admitted
+  EXPECT_EQ(code_of([&] { rt->prefix_lookup(twice.data() + 1, 2, true, false, b.data()); }), CXLT_ERROR_INVALID_ARGUMENT);
+  rt->admit(other);
+  std::vector<Key> pair = {k, other};  // two distinct keys: k takes the last pin there is
+  EXPECT_EQ(rt->prefix_lookup(pair.data(), 2, true, false, b.data()), 2u);
+  rt->unpin(other);
+  EXPECT_EQ(code_of([&] { rt->pin(k); }), CXLT_ERROR_INVALID_ARGUMENT);  // so the refused calls pinned nothing
+  std::vector<Key> all(0xffff, k);
+  rt->unpin_batch(all.data(), all.size());
+  EXPECT_EQ(code_of([&] { rt->unpin(k); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt->validate(), "");
+}
+
 }  // namespace
