@@ -2,7 +2,8 @@
 /*
  * The README's C example: open a three-tier runtime, admit more blocks than the tiers hold
  * (demotions, then drops from the last tier), release a block's bytes, admit it again and read
- * back the score it had before. Uses only <cxltier/cxltier.h>; build with
+ * back the score it had before; then serve three requests that share a system prompt with the
+ * batch calls (prefix lookup, batch admission, unpin and release). Uses only <cxltier/cxltier.h>; build with
  *   cc quickstart.c $(pkg-config --cflags --libs cxltier)
  * Run: ./a.out examples/quickstart.toml
  */
@@ -76,6 +77,43 @@ int main(int argc, char **argv) {
   if (st.score != before.score) {
     fprintf(stderr, "the score was not restored\n");
     return 1;
+  }
+  /* An engine's request loop: three requests share a system prompt of 4 blocks, each adds 2
+   * blocks of its own. Prefill: how much of the prompt is cached (pinned in the same call), one
+   * admission for the rest (new blocks get their KV written), then decode steps over all of
+   * them; at the end the request's pins go in one call and its own blocks are released. */
+  {
+    enum { SYSTEM = 4, OWN = 2, N = SYSTEM + OWN };
+    int req;
+    for (req = 0; req < 3; ++req) {
+      cxlt_key_t keys[N], parent = {0, 0};
+      cxlt_block_t blocks[N];
+      int placed[N];
+      int32_t tokens[16];
+      size_t matched = 0, b, t;
+      for (b = 0; b < N; ++b) {
+        for (t = 0; t < 16; ++t) tokens[t] = (int32_t)(b < SYSTEM ? 1000 + b * 16 + t : (size_t)req * 100000 + b * 16 + t);
+        keys[b] = cxlt_key_from_tokens(parent, tokens, 16);
+        parent = keys[b];
+      }
+      CHECK(cxlt_prefix_lookup(rt, keys, N, CXLT_LOOKUP_PIN, &matched, blocks));
+      if (matched < N) {
+        CHECK(cxlt_block_admit_batch(rt, keys + matched, N - matched, CXLT_ADMIT_PIN, blocks + matched, placed));
+        for (b = matched; b < N; ++b)
+          if (placed[b - matched]) memset(blocks[b].data, (int)b, blocks[b].bytes); /* the prefill writes the KV */
+      }
+      for (step = 0; step < 4; ++step) { /* decode: every block of the context is attended */
+        CHECK(cxlt_block_access(rt, keys, NULL, N));
+        CHECK(cxlt_step(rt));
+      }
+      CHECK(cxlt_block_unpin_batch(rt, keys, N));
+      CHECK(cxlt_block_release_batch(rt, keys + SYSTEM, OWN, 0)); /* the system prompt stays in use */
+      printf("request %d: %zu of %d blocks cached at prefill\n", req, matched, N);
+      if (req > 0 && matched < SYSTEM) {
+        fprintf(stderr, "request %d should have found the shared system prompt cached\n", req);
+        return 1;
+      }
+    }
   }
   {
     cxlt_stats_t s;

@@ -44,6 +44,7 @@ struct RunOptions {
   uint32_t active = 12;
   bool json = false;
   bool quiet = false;
+  std::string workload = "decode";
 };
 
 // Block content: [key.hi][key.lo][version][xxh3(bytes 32..end)] then a pattern from the key.
@@ -169,6 +170,170 @@ std::string gbps(uint64_t bytes, uint64_t ns) {
   return buf;
 }
 
+// The prefill-burst workload: requests arrive with long prompts, each one of a few shared
+// system prompts plus blocks of its own (as in the Mooncake traces). A request's prefill asks
+// how much of its prompt is cached (prefix_lookup, pinned), admits the rest in one batch
+// (admit_batch, pinned) and computes the placed blocks; then it decodes for a few steps, each
+// step re-admitting its blocks in one batch (a block dropped meanwhile is recomputed) and
+// accessing them (sinks and recent blocks heavily, the middle lightly). At its end its own
+// blocks are released (cached, evictable). Blocks carry checksums as in the decode workload.
+struct PrefillCounters {
+  uint64_t requests = 0, prefill_blocks = 0, prefill_saved = 0, computed = 0, recomputed = 0, touches = 0;
+  uint64_t found[CXLT_MAX_TIERS] = {};
+  uint64_t verified = 0, integrity_errors = 0;
+};
+
+void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &c) {
+  struct Request {
+    std::vector<Key> keys;  // system prompt blocks, then its own
+    size_t own_from = 0;
+    uint64_t ends_at = 0;
+  };
+  constexpr size_t kSystemPrompts = 4, kSystemBlocks = 24, kMaxActive = 6;
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  auto rnd = [&x](uint64_t n) {  // splitmix64: seeded and the same on every platform
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) % n;
+  };
+  std::vector<Request> active;
+  std::vector<Block> blocks;
+  std::vector<float> att;
+  std::unordered_map<Key, int, KeyHash> verified_tier;
+  std::unique_ptr<bool[]> placed;
+  size_t placed_cap = 0;
+  uint64_t version = 0, next_request = 1;
+  auto fill_placed = [&](const Key *keys, size_t n, const Block *b, const bool *p, uint64_t *counter) {
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i]) {
+        if (b[i].data) fill(b[i].data, b[i].bytes, keys[i], ++version);
+        if (verified_tier.count(keys[i])) ++c.recomputed; else ++(*counter);
+        verified_tier[keys[i]] = b[i].tier;
+      } else {
+        if (b[i].tier >= 0) ++c.found[b[i].tier];
+        int &vt = verified_tier[keys[i]];
+        if (b[i].data && vt != b[i].tier) {
+          ++c.verified;
+          if (!verify(b[i].data, b[i].bytes, keys[i])) {
+            ++c.integrity_errors;
+            std::fprintf(stderr, "cxltier run: integrity error: block %s in tier %d\n", keys[i].hex().c_str(), b[i].tier);
+          }
+          vt = b[i].tier;
+        }
+      }
+    }
+  };
+  for (uint64_t step = 0; step < steps && g_stop_signal == 0; ++step) {
+    // Arrivals: a burst of prefills now and then.
+    const size_t arrivals = active.size() < kMaxActive ? (rnd(4) == 0 ? 2 : rnd(2)) : 0;
+    for (size_t a = 0; a < arrivals; ++a) {
+      Request r;
+      const uint64_t sys = rnd(kSystemPrompts);
+      for (size_t i = 0; i < kSystemBlocks; ++i) r.keys.push_back(key_from_sequence(1u << 20 | sys, i));
+      r.own_from = r.keys.size();
+      const size_t own = 8 + rnd(40);
+      const uint64_t id = next_request++;
+      for (size_t i = 0; i < own; ++i) r.keys.push_back(key_from_sequence(id, i));
+      r.ends_at = step + 4 + rnd(12);
+      const size_t n = r.keys.size();
+      blocks.resize(n);
+      if (placed_cap < n) {
+        placed = std::make_unique<bool[]>(n);
+        placed_cap = n;
+      }
+      const size_t matched = rt.prefix_lookup(r.keys.data(), n, true, true, blocks.data());
+      for (size_t i = 0; i < matched; ++i) placed[i] = false;
+      fill_placed(r.keys.data(), matched, blocks.data(), placed.get(), &c.computed);
+      rt.admit_batch(r.keys.data() + matched, n - matched, true, blocks.data() + matched, placed.get() + matched);
+      fill_placed(r.keys.data() + matched, n - matched, blocks.data() + matched, placed.get() + matched, &c.computed);
+      rt.unpin_batch(r.keys.data(), n);
+      ++c.requests;
+      c.prefill_blocks += n;
+      c.prefill_saved += matched;
+      active.push_back(std::move(r));
+    }
+    // Decode: each running request attends to its context.
+    for (const Request &r : active) {
+      const size_t n = r.keys.size();
+      blocks.resize(n);
+      if (placed_cap < n) {
+        placed = std::make_unique<bool[]>(n);
+        placed_cap = n;
+      }
+      rt.admit_batch(r.keys.data(), n, true, blocks.data(), placed.get());
+      fill_placed(r.keys.data(), n, blocks.data(), placed.get(), &c.recomputed);
+      att.resize(n);
+      for (size_t i = 0; i < n; ++i) att[i] = i < 2 || i + 4 >= n ? 1.0f : 0.02f + 0.01f * static_cast<float>(rnd(5));
+      rt.access(r.keys.data(), att.data(), n);
+      rt.unpin_batch(r.keys.data(), n);
+      c.touches += n;
+    }
+    for (size_t i = 0; i < active.size();) {
+      if (active[i].ends_at <= step) {
+        const Request &r = active[i];
+        rt.release_batch(r.keys.data() + r.own_from, r.keys.size() - r.own_from, false);
+        active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    rt.step();
+  }
+  rt.wait_idle(-1);
+  for (auto &[k, t] : verified_tier) {  // the end: every resident block checked once more
+    Block b;
+    if (!rt.lookup(k, &b) || b.data == nullptr) continue;
+    ++c.verified;
+    if (!verify(b.data, b.bytes, k)) ++c.integrity_errors;
+    (void)t;
+  }
+}
+
+int run_prefill_burst(Runtime &rt, const RunOptions &o) {
+  PrefillCounters c;
+  auto t0 = std::chrono::steady_clock::now();
+  prefill_burst(rt, o.steps, o.seed, c);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const cxlt_stats_t s = rt.stats();
+  const std::string validation = rt.validate();
+  if (!validation.empty()) {
+    ++c.integrity_errors;
+    std::fprintf(stderr, "cxltier run: invariant violated: %s\n", validation.c_str());
+  }
+  nlohmann::json found = nlohmann::json::array(), per_block = nlohmann::json::array();
+  for (uint32_t t = 0; t < s.tier_count; ++t) {
+    found.push_back(c.found[t]);
+    per_block.push_back(s.tier[t].blocks ? static_cast<double>(s.tier[t].hits) / static_cast<double>(s.tier[t].blocks) : 0.0);
+  }
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::parse(rt.stats_json());
+    j["run"] = {{"workload", "prefill-burst"}, {"steps", o.steps}, {"seconds", secs}, {"requests", c.requests},
+                {"prefill_blocks", c.prefill_blocks}, {"prefill_blocks_saved_by_prefix_hits", c.prefill_saved},
+                {"blocks_computed", c.computed}, {"blocks_recomputed", c.recomputed}, {"block_touches", c.touches},
+                {"touches_found_by_tier", found}, {"hits_per_resident_block", per_block},
+                {"content_checks", c.verified}, {"integrity_errors", c.integrity_errors},
+                {"invariants", validation.empty() ? "ok" : validation}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("\ncxltier run (prefill-burst): %llu steps in %.1f s, %llu requests\n", static_cast<unsigned long long>(o.steps),
+                secs, static_cast<unsigned long long>(c.requests));
+    std::printf("prefill blocks %llu, saved by prefix hits %llu (%.1f %%; higher is better), computed %llu, "
+                "recomputed after a drop %llu\n",
+                static_cast<unsigned long long>(c.prefill_blocks), static_cast<unsigned long long>(c.prefill_saved),
+                c.prefill_blocks ? 100.0 * static_cast<double>(c.prefill_saved) / static_cast<double>(c.prefill_blocks) : 0.0,
+                static_cast<unsigned long long>(c.computed), static_cast<unsigned long long>(c.recomputed));
+    std::printf("placement: %llu inversions (lower is better), largest gap %.4g; hits per resident block:",
+                static_cast<unsigned long long>(s.inversions), s.inversion_max_gap);
+    for (uint32_t t = 0; t < s.tier_count; ++t) std::printf(" %s %.1f", rt.tier_info(t).name, per_block[t].get<double>());
+    std::printf("\ncontent checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
+                static_cast<unsigned long long>(c.integrity_errors));
+  }
+  std::fflush(stdout);
+  return c.integrity_errors == 0 ? cxltier::cli::kExitOk : cxltier::cli::kExitCheckFailed;
+}
+
 int run(const RunOptions &o) {
   RuntimeConfig cfg;
   if (!o.config.empty()) cfg.load_toml_file(o.config);
@@ -189,6 +354,11 @@ int run(const RunOptions &o) {
   auto rt = cxltier::cli::setup([&] { return Runtime::open(cfg); });
   const Topology &topo = rt->topology();
   if (!cfg.store_path.empty()) catch_stop_signals();
+  if (o.workload == "prefill-burst") {
+    const int rc = run_prefill_burst(*rt, o);
+    rt->close();
+    return rc;
+  }
 
   trace::SyntheticParams wp;
   wp.seed = o.seed;
@@ -290,10 +460,13 @@ int run(const RunOptions &o) {
     nlohmann::json j = nlohmann::json::parse(rt->stats_json());
     j["topology"] = {{"source", topology_source_name(topo.source)}, {"note", topo.note}};
     j["workload"] = nlohmann::json::parse(wp.to_json());
-    nlohmann::json found = nlohmann::json::array();
+    nlohmann::json found = nlohmann::json::array(), per_block = nlohmann::json::array();
     for (uint32_t t = 0; t < s.tier_count; ++t) found.push_back(c.found[t]);
+    for (uint32_t t = 0; t < s.tier_count; ++t)  // hits per block resident at the end (higher in faster tiers is right)
+      per_block.push_back(s.tier[t].blocks ? static_cast<double>(s.tier[t].hits) / static_cast<double>(s.tier[t].blocks) : 0.0);
     j["run"] = {{"steps", done},
                 {"touches_found_by_tier", found},
+                {"hits_per_resident_block", per_block},
                 {"seconds", secs},
                 {"block_touches", c.touches},
                 {"blocks_computed", c.computed},
@@ -358,6 +531,14 @@ int run(const RunOptions &o) {
       std::printf("admissions refused (every block pinned or moving, after waiting for the moves): %llu; "
                   "those touches went without their block\n",
                   static_cast<unsigned long long>(c.refused));
+    std::printf("placement: %llu inversions (lower is better; 0 is right), largest gap %.4g, %llu steps since none; "
+                "hits per resident block:",
+                static_cast<unsigned long long>(s.inversions), s.inversion_max_gap,
+                static_cast<unsigned long long>(s.steps_since_no_inversion));
+    for (uint32_t t = 0; t < s.tier_count; ++t)
+      std::printf(" %s %.1f", rt->tier_info(t).name,
+                  s.tier[t].blocks ? static_cast<double>(s.tier[t].hits) / static_cast<double>(s.tier[t].blocks) : 0.0);
+    std::printf("\n");
     std::printf("content checks %llu, integrity errors: %llu\n", static_cast<unsigned long long>(c.verified),
                 static_cast<unsigned long long>(c.integrity_errors));
     std::printf("(GB/s: 10^9 bytes per second of copy time, higher is better; hits: higher is better)\n");
@@ -391,6 +572,11 @@ static cxltier::cli::Registrar reg(20, [](CLI::App &app) {
   sub->add_option("--seed", o->seed, "workload seed")->capture_default_str();
   sub->add_option("--sequences", o->sequences, "sequences over the whole run")->capture_default_str();
   sub->add_option("--active", o->active, "sequences decoding at once (the running batch)")->capture_default_str();
+  sub->add_option("--workload", o->workload,
+                  "decode (sequences decoding, the default) or prefill-burst (long prompts sharing system prompts, "
+                  "through the batch and prefix calls)")
+      ->check(CLI::IsMember({"decode", "prefill-burst"}))
+      ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("--quiet", o->quiet, "No progress line");
   return [o]() { return run(*o); };

@@ -261,6 +261,68 @@ CXLT_API cxlt_result_t cxlt_block_unpin(cxlt_runtime_t *rt, cxlt_key_t key) CXLT
  */
 CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, int forget) CXLT_NOEXCEPT;
 
+/* --- Batch calls -------------------------------------------------------------------------- */
+/*
+ * Each applies the rules of its single-block call to keys[0..n) in order, under one lock, and
+ * checks the whole batch before applying any of it: on an error nothing of the batch is applied
+ * and no output is written (partial results: none); cxlt_last_error() names the position of the
+ * entry that was wrong. n = 0 does nothing (keys and the outputs may then be NULL).
+ */
+
+/**
+ * One prefill's blocks: cxlt_block_admit_ex of each key (CXLT_ADMIT_PIN: each returned pinned).
+ * blocks_out[i] gets the place of keys[i]; placed_out (may be NULL) gets, per key, 1 when this
+ * call gave it a new slot (the engine fills its bytes), 0 when it was resident (or was filled
+ * from the remote tier). A key given twice gets one slot (placed 1 then 0) and, with
+ * CXLT_ADMIT_PIN, two pins. No block of the batch is a victim of another's admission: all of
+ * them are resident when it returns.
+ * \return CXLT_ERROR_INVALID_ARGUMENT (NULL keys or blocks_out with n > 0, an unknown flag, a
+ *         block pinned 65535 times); CXLT_ERROR_OUT_OF_TIER_MEMORY when the tiers cannot hold
+ *         every key resident nowhere (the rest pinned or moving): nothing admitted, no block
+ *         moved for it; CXLT_ERROR_BACKEND if a tier could not supply memory (the blocks this
+ *         call placed are freed again, their state as before).
+ */
+CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
+                                              cxlt_block_t *blocks_out, int *placed_out) CXLT_NOEXCEPT;
+
+/** Flags of cxlt_prefix_lookup. */
+#define CXLT_LOOKUP_PIN 1u   /**< pin every block of the matched prefix, in one step */
+#define CXLT_LOOKUP_FETCH 2u /**< with the remote tier on: admit and fill from it the blocks it holds */
+
+/**
+ * How much of a request's prefix is cached: *matched gets the length of the longest prefix of
+ * keys (chained content keys of a prompt) resident in some tier, blocks_out[0..*matched) their
+ * places. With CXLT_LOOKUP_PIN every block of the matched prefix is pinned under one hold of the
+ * lock (none can be dropped or moved between the answer and the pin; a block being copied is
+ * waited for, as cxlt_block_pin does); the engine unpins them (cxlt_block_unpin_batch). With
+ * CXLT_LOOKUP_FETCH and the remote tier on (docs/remote.md), the blocks after the local prefix
+ * that the remote tier holds are admitted and filled from it one by one (pinned with
+ * CXLT_LOOKUP_PIN), extending the prefix; the first it does not hold ends it (that trial counts
+ * as a miss). Without the remote tier CXLT_LOOKUP_FETCH changes nothing.
+ * blocks_out needs room for n blocks.
+ * \return CXLT_ERROR_INVALID_ARGUMENT (NULL keys, blocks_out or matched, an unknown flag, a
+ *         block pinned 65535 times: nothing pinned). A key resident nowhere is not an error: it
+ *         ends the prefix.
+ */
+CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
+                                          size_t *matched, cxlt_block_t *blocks_out) CXLT_NOEXCEPT;
+
+/**
+ * cxlt_block_release of each key (forget != 0: the bytes of each are freed now).
+ * \return CXLT_ERROR_NOT_FOUND (a key not resident), CXLT_ERROR_BUSY (a key pinned),
+ *         CXLT_ERROR_INVALID_ARGUMENT (NULL keys with n > 0, a key given twice, or, without
+ *         forget, a key released before): nothing released.
+ */
+CXLT_API cxlt_result_t cxlt_block_release_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n,
+                                                int forget) CXLT_NOEXCEPT;
+
+/**
+ * cxlt_block_unpin of each key; a key may be given as many times as it is pinned.
+ * \return CXLT_ERROR_NOT_FOUND (a key not resident), CXLT_ERROR_INVALID_ARGUMENT (NULL keys with
+ *         n > 0, a key not pinned, or given more times than it is pinned): nothing unpinned.
+ */
+CXLT_API cxlt_result_t cxlt_block_unpin_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n) CXLT_NOEXCEPT;
+
 /** The block's policy state (resident or not). \return CXLT_ERROR_NOT_FOUND if never seen (or forgotten). */
 CXLT_API cxlt_result_t cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) CXLT_NOEXCEPT;
 
@@ -317,9 +379,25 @@ typedef struct {
   uint64_t remote_bytes_out;      /**< block bytes written to the remote tier */
   uint64_t remote_bytes_in;       /**< block bytes fetched from it (verified) */
   uint64_t reserved[2];
+  /* Placement quality (docs/runtime.md, "Placement quality"), measured by every cxlt_stats_get
+   * and cxlt_stats_json: appended after reserved[], so a caller built against the header without
+   * them passes the smaller size (offsetof(cxlt_stats_t, inversions)) and gets every field
+   * before them. */
+  uint64_t inversions;            /**< pairs of unpinned, not-moving blocks out of the promotion rule's order
+                                       across tiers (a slower one to keep more than a faster one); lower is
+                                       better, 0 after cxlt_runtime_wait_idle is the goal */
+  double inversion_max_gap;       /**< the largest keep-value gap of such a pair, in the rule's units
+                                       (LRFU: effective score); lower is better, 0 when none */
+  uint64_t steps_since_no_inversion; /**< decode steps since a measurement last found none (all steps since
+                                          open if none did); lower is better */
+  uint64_t placement_blocks;      /**< resident blocks the measurement compared (unpinned, not moving) */
 } cxlt_stats_t;
 
-/** Fill *out. \return CXLT_ERROR_INVALID_ARGUMENT if out->size or out->version is not one this library knows. */
+/**
+ * Fill *out. out->size is sizeof(cxlt_stats_t) or, for a caller built before the placement
+ * fields, offsetof(cxlt_stats_t, inversions): only that many bytes are written.
+ * \return CXLT_ERROR_INVALID_ARGUMENT if out->size or out->version is not one this library knows.
+ */
 CXLT_API cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) CXLT_NOEXCEPT;
 /** The same counters as a JSON object, NUL-terminated, into buf; *needed gets the size with the NUL. */
 CXLT_API cxlt_result_t cxlt_stats_json(cxlt_runtime_t *rt, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;

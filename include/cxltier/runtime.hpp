@@ -82,6 +82,24 @@ public:
   // reference (UINT64_MAX: never), used by OPT only. The clock is advanced by step().
   ReferenceResult reference(const Key &key, float attention, uint64_t next_use);
 
+  // Batch calls (lib/runtime/batch.cpp). Each checks the whole batch first and applies none of
+  // it on an error (the thrown Error names the position of the entry that was wrong).
+  // admit_batch: admit(keys[i], placed, pin) for every i, in order; out[i] gets each block and
+  // placed[i] (optional) whether its bytes are new. Needs room for every key resident nowhere:
+  // if the tiers cannot hold them all (pinned blocks), nothing is admitted and nothing pinned.
+  void admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool *placed);
+  // The length of the longest prefix of keys resident in some tier; out[0 .. matched) get the
+  // blocks. With `pin`, every block of the matched prefix is pinned in one step under the lock
+  // (none can be dropped or moved in between). With `fetch` and the remote tier on, the blocks
+  // after the local prefix that the remote tier holds are admitted and filled from it (pinned
+  // with `pin`), extending the prefix; without the remote tier, `fetch` changes nothing.
+  size_t prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, Block *out);
+  // release(keys[i], forget) for every i: every key resident and unpinned (and, without
+  // forget, not released before), no key twice; else nothing is released.
+  void release_batch(const Key *keys, size_t n, bool forget);
+  // unpin(keys[i]) for every i: a key may appear as often as it is pinned; else nothing changes.
+  void unpin_batch(const Key *keys, size_t n);
+
   cxlt_stats_t stats() const;
   std::string stats_json() const;
   size_t tier_count() const;

@@ -8,12 +8,14 @@
 // token at once, and the runtime is torn down when the last call in flight returns.
 #include "capi/config_handle.hpp"
 #include "capi/guard.hpp"
+#include "capi/runtime_handle.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/runtime.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -57,6 +59,8 @@ void write_block(const Block &b, cxlt_block_t *out) {
 }
 
 }  // namespace
+
+std::shared_ptr<Runtime> cxltier::capi::runtime_of(cxlt_runtime_t *h) { return get(h); }
 
 extern "C" {
 
@@ -267,10 +271,14 @@ cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) noexcept {
   return capi::capi_call([&] {
     auto r = get(rt);
     CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_stats_get: out is NULL");
-    if (out->size != sizeof(cxlt_stats_t) || out->version != CXLT_STATS_VERSION)
+    constexpr size_t before_placement = offsetof(cxlt_stats_t, inversions);  // the struct's size before those fields
+    const size_t size = out->size;
+    if ((size != sizeof(cxlt_stats_t) && size != before_placement) || out->version != CXLT_STATS_VERSION)
       fail(CXLT_ERROR_INVALID_ARGUMENT, "cxlt_stats_get: out->size = ", out->size, " and out->version = ", out->version,
-           "; this library fills size ", sizeof(cxlt_stats_t), ", version ", CXLT_STATS_VERSION);
-    *out = r->stats();
+           "; this library fills size ", sizeof(cxlt_stats_t), " (or ", before_placement, "), version ", CXLT_STATS_VERSION);
+    const cxlt_stats_t s = r->stats();
+    std::memcpy(static_cast<void *>(out), &s, size);
+    out->size = size;
     return CXLT_OK;
   });
 }

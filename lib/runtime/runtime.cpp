@@ -160,6 +160,8 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
     }
     bool progress = false;
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, id, 0);
+    // A cascade that found no victim in its own tier may still have freed a slot below it.
+    for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
     if (!progress)
       fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned or moving (",
            store->size(), " states, ", (*store)[id].key.hex(), " not admitted)");
@@ -614,6 +616,11 @@ cxlt_stats_t Runtime::stats() const {
     s.remote_bytes_out = rc.bytes_out;
     s.remote_bytes_in = rc.bytes_in;
   }
+  const PlacementMeasure pm = m.measure_placement();
+  s.inversions = pm.inversions;
+  s.inversion_max_gap = pm.max_gap;
+  s.steps_since_no_inversion = m.placement.ever_clean ? m.now - m.placement.last_clean_step : m.now;
+  s.placement_blocks = pm.blocks;
   return s;
 }
 
@@ -659,6 +666,10 @@ std::string Runtime::stats_json() const {
                        {"gbps", sec > 0 ? static_cast<double>(s.pair_bytes[a][b]) / sec / 1e9 : 0.0}});
     }
   j["pairs"] = pairs;
+  j["placement"] = {{"inversions", s.inversions},
+                    {"max_gap", s.inversion_max_gap},
+                    {"steps_since_no_inversion", s.steps_since_no_inversion},
+                    {"blocks_compared", s.placement_blocks}};
   j["store"] = {{"entries", s.store_entries}, {"forgotten", s.store_forgotten}, {"capacity", impl_->cfg.store_capacity}};
   if (impl_->remote) {
     const RemoteCounters rc = impl_->remote->counters();

@@ -16,6 +16,7 @@
 #include "memory/pool.hpp"
 #include "runtime/access_log.hpp"
 #include "runtime/remote.hpp"
+#include "runtime/placement.hpp"
 #include "memory/backend.hpp"
 
 #include <cxltier/config.hpp>
@@ -172,6 +173,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // runtime.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
   // the lock released meanwhile. True when the slot holds the verified block.
   bool fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id);
+
+  // --- placement.cpp: placement quality (placement.hpp), measured under mu.
+  mutable PlacementTrack placement;
+  double keep_value(NodeId id) const noexcept;  // the value the promotion rule compares (higher: keep in a faster tier)
+  PlacementMeasure measure_placement() const;   // also updates `placement`
 };
 
 }  // namespace cxltier

@@ -17,6 +17,8 @@ CXLT_MAX_TIERS = 8
 CXLT_STATS_VERSION = 1
 ADMIT_PIN = 1
 MOVE_WAIT = 1
+LOOKUP_PIN = 1
+LOOKUP_FETCH = 2
 
 
 class KeyStruct(ctypes.Structure):
@@ -75,6 +77,10 @@ _SIGNATURES = {
     "cxlt_block_pin": (_rc, [c_void, KeyStruct, P(BlockStruct)]),
     "cxlt_block_unpin": (_rc, [c_void, KeyStruct]),
     "cxlt_block_release": (_rc, [c_void, KeyStruct, ctypes.c_int]),
+    "cxlt_block_admit_batch": (_rc, [c_void, c_void, c_size, ctypes.c_uint, c_void, c_void]),
+    "cxlt_prefix_lookup": (_rc, [c_void, c_void, c_size, ctypes.c_uint, P(c_size), c_void]),
+    "cxlt_block_release_batch": (_rc, [c_void, c_void, c_size, ctypes.c_int]),
+    "cxlt_block_unpin_batch": (_rc, [c_void, c_void, c_size]),
     "cxlt_policy_state": (_rc, [c_void, KeyStruct, P(PolicyStateStruct)]),
     "cxlt_step": (_rc, [c_void]),
     "cxlt_current_step": (_rc, [c_void, P(c_u64)]),

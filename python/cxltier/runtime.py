@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runtime, Config, Block and keys: the C ABI of cxltier.h as Python objects.
 
-Every method is one C call (the batch methods: one per block until the library has batch
-calls, see _admit_many and _pin_prefix), raises the cxltier.Error subclass of the result code
+Every method is one C call (admit_batch and prefix_lookup too: cxlt_block_admit_batch and
+cxlt_prefix_lookup, see _admit_many and _pin_prefix), raises the cxltier.Error subclass of the result code
 with cxlt_last_error()'s message, and releases the GIL while the C call runs (ctypes does).
 """
 import ctypes
@@ -369,29 +369,25 @@ class Runtime:
         return self._admit_many([key], pin)[0]
 
     def admit_batch(self, keys: Iterable[Key], pin: bool = False) -> List[Block]:
-        """admit() of each key, in order. On a failure the pins this call made are undone and the
-        error carries `.index` (the key that failed; the blocks before it stay admitted)."""
+        """admit() of each key, in order, in one C call (cxlt_block_admit_batch). The batch is
+        checked first: on a failure nothing of it is admitted or pinned."""
         return self._admit_many(list(keys), pin)
 
     def _admit_many(self, keys: List[Key], pin: bool) -> List[Block]:
-        # One C call per block: the C ABI has no batch admission yet. This is the one place to
-        # switch to it (one call for the whole list) when the library exports it.
+        n = len(keys)
+        if n == 0:
+            return []
         rt, lib = self._h(), self._lib
-        flags = N.ADMIT_PIN if pin else 0
-        out, placed, blocks = N.BlockStruct(), ctypes.c_int(), []
-        for i, k in enumerate(keys):
-            ck = _key(k)
-            rc = lib.cxlt_block_admit_ex(rt, ck, flags, ctypes.byref(out), ctypes.byref(placed))
-            if rc != 0:
-                err = error_for(rc, lib.cxlt_last_error().decode(errors="replace"))
-                for b in blocks if pin else ():
-                    self.unpin(b.key)
-                err.index = i
-                raise err
+        ckeys = (N.KeyStruct * n)(*[_key(k) for k in keys])
+        out, placed = (N.BlockStruct * n)(), (ctypes.c_int * n)()
+        _check(lib.cxlt_block_admit_batch(rt, ckeys, n, N.ADMIT_PIN if pin else 0, out, placed))
+        blocks = []
+        for i in range(n):
+            ck, b = ckeys[i], out[i]
             key = Key(ck.hi, ck.lo)
             if pin:
-                self._pinned(key, out)
-            blocks.append(Block(self, key, out, bool(placed.value)))
+                self._pinned(key, b)
+            blocks.append(Block(self, key, b, bool(placed[i])))
         return blocks
 
     def lookup(self, key: Key) -> Block:
@@ -403,31 +399,25 @@ class Runtime:
 
     def prefix_lookup(self, keys: Iterable[Key], pin: bool = True) -> List[Block]:
         """The blocks of the longest resident prefix of `keys` (chained content keys of a prompt),
-        pinned when `pin`: the first key resident nowhere ends it. On another error the pins this
-        call made are undone and the error carries `.index`, as admit_batch's."""
+        pinned in one step when `pin` (cxlt_prefix_lookup): the first key resident nowhere ends it.
+        On an error nothing is pinned."""
         return self._pin_prefix(list(keys), pin)
 
     def _pin_prefix(self, keys: List[Key], pin: bool) -> List[Block]:
-        # One C call per block, as _admit_many, until the library has a prefix lookup.
+        n = len(keys)
+        if n == 0:
+            return []
         rt, lib = self._h(), self._lib
-        fn = lib.cxlt_block_pin if pin else lib.cxlt_block_lookup
-        out, blocks = N.BlockStruct(), []
-        ref = ctypes.byref(out)
-        for k in keys:
-            ck = _key(k)
-            rc = fn(rt, ck, ref)
-            if rc == NotFoundError.code:
-                break
-            if rc != 0:
-                err = error_for(rc, lib.cxlt_last_error().decode(errors="replace"))
-                for b in blocks if pin else ():
-                    self.unpin(b.key)
-                err.index = len(blocks)
-                raise err
+        ckeys = (N.KeyStruct * n)(*[_key(k) for k in keys])
+        out, matched = (N.BlockStruct * n)(), ctypes.c_size_t()
+        _check(lib.cxlt_prefix_lookup(rt, ckeys, n, N.LOOKUP_PIN if pin else 0, ctypes.byref(matched), out))
+        blocks = []
+        for i in range(matched.value):
+            k, ck, b = keys[i], ckeys[i], out[i]
             key = k if type(k) is Key else Key(ck.hi, ck.lo)
             if pin:
-                self._pinned(key, out)
-            blocks.append(Block(self, key, out))
+                self._pinned(key, b)
+            blocks.append(Block(self, key, b))
         return blocks
 
     def pin(self, key: Key) -> Block:

@@ -299,3 +299,24 @@ TEST(RunCli, AdmissionsRefusedWhileEveryBlockIsPinnedAreCountedNotFatal) {
   EXPECT_NE(r.out.find("\"integrity_errors\": 0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"steps\": 20"), std::string::npos) << "the run goes to its end";
 }
+
+namespace {
+
+// The prefill-burst workload (the batch and prefix calls): requests that share system prompts
+// find them cached, and every block checks out.
+TEST(RunCli, PrefillBurstWorkloadRuns) {
+  auto r = run_limited({"run", "--topology", "emulated", "--workload", "prefill-burst", "--steps", "20", "--quiet",
+                        "--seed", "3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("integrity errors: 0"), std::string::npos) << r.out;
+  const size_t at = r.out.find("saved by prefix hits ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  unsigned long long saved = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "saved by prefix hits %llu", &saved), 1);
+  EXPECT_GT(saved, 0u) << r.out;
+  EXPECT_NE(r.out.find("inversions"), std::string::npos) << r.out;
+  auto bad = run_limited({"run", "--topology", "emulated", "--workload", "prefill", "--steps", "1", "--quiet"});
+  EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+}  // namespace

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: Apache-2.0
+// The batch calls: one prefill's admissions, the longest resident prefix of a request (pinned in
+// one step), and release/unpin of many blocks. Each takes the lock once, checks the whole batch,
+// and applies none of it on an error: the single-block rules of runtime.cpp, applied in order.
+//
+// admit_batch keeps every block of the batch pinned by the runtime while it places the rest
+// (the lock is released while demotions copy), so that no block of the batch can be the victim
+// of a later one's admission or moved away; those pins are undone before it returns. When a
+// placement fails after others succeeded (another thread took the room the check counted, a
+// backend failed), the blocks this call placed are freed again with their state as before.
+#include "runtime/runtime_impl.hpp"
+
+#include "core/assert.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace cxltier {
+
+namespace {
+
+// Per-thread scratch: keeps its capacity, so a steady stream of batches does not allocate.
+struct BatchScratch {
+  std::vector<Key> sorted;
+  std::vector<NodeId> ids;
+  struct Undo {
+    NodeId id;
+    bool fresh;  // placed by this call (else it was resident already)
+    bool restored;
+    bool counted_miss;  // not filled from the remote tier: its bytes are new
+    PolicyState before;
+  };
+  std::vector<Undo> undo;
+};
+thread_local BatchScratch t_scratch;
+
+// keys sorted; the first position of a key that appears twice, or n.
+size_t first_repeat(const Key *keys, size_t n, std::vector<Key> &sorted, Key *dup) {
+  sorted.assign(keys, keys + n);
+  std::sort(sorted.begin(), sorted.end());
+  auto it = std::adjacent_find(sorted.begin(), sorted.end());
+  if (it == sorted.end()) return n;
+  *dup = *it;
+  size_t seen = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (keys[i] == *dup && seen++ == 1) return i;
+  return n;
+}
+
+[[noreturn]] void not_resident(const char *what, size_t i, const Key &k) {
+  fail(CXLT_ERROR_NOT_FOUND, what, ": keys[", i, "] = ", k.hex(), " is not resident in any tier (nothing applied)");
+}
+
+}  // namespace
+
+void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool *placed) {
+  Impl &m = *impl_;
+  if (n == 0) return;
+  if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: keys is NULL");
+  if (out == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: blocks_out is NULL");
+  BatchScratch &s = t_scratch;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  // Wait while another thread admits one of the keys (the lock is released while it places it).
+  while (true) {
+    bool busy = false;
+    for (size_t i = 0; i < n && !busy; ++i) {
+      const NodeId id = m.store->find(keys[i]);
+      busy = id != kNoNode && ((*m.store)[id].flags & kFlagAdmitting);
+    }
+    if (!busy) break;
+    m.moved_cv.wait(lk);
+  }
+  // The check: distinct keys resident nowhere need a slot each; free slots and unpinned blocks
+  // that may move (outside the batch: those are kept) must cover them.
+  s.sorted.assign(keys, keys + n);
+  std::sort(s.sorted.begin(), s.sorted.end());
+  uint64_t need = 0, batch_movable = 0;
+  for (size_t i = 0, times = 1; i < s.sorted.size(); i += times) {
+    const Key &k = s.sorted[i];
+    for (times = 1; i + times < s.sorted.size() && s.sorted[i + times] == k; ++times) {
+    }
+    const NodeId id = m.store->find(k);
+    if (id == kNoNode || (*m.store)[id].tier < 0) {
+      ++need;
+      continue;
+    }
+    const StoreEntry &e = (*m.store)[id];
+    if (e.pins + times > 0xffff)  // each entry pins it once while the batch is placed
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.pins, " times already");
+    if (e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
+  }
+  uint64_t free_slots = 0;
+  for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
+  if (need > free_slots) {
+    uint64_t movable = 0;
+    m.store->for_each([&](NodeId, const StoreEntry &e) {
+      if (e.tier >= 0 && e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0) ++movable;
+    });
+    movable -= std::min(movable, batch_movable);
+    if (need > free_slots + movable)
+      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
+           " free and ", movable, " blocks that may make room (every other block is pinned or moving): nothing admitted");
+  }
+  // Apply, in order, each block pinned by this call until the end.
+  s.undo.clear();
+  auto rollback = [&] {
+    for (size_t j = s.undo.size(); j-- > 0;) {
+      const BatchScratch::Undo &u = s.undo[j];
+      StoreEntry &f = (*m.store)[u.id];
+      --f.pins;
+      if (!u.fresh || f.pins != 0) continue;
+      cxlt_assert(f.tier >= 0 && (f.flags & kFlagMoving) == 0);
+      TierRt &t = m.tiers[f.tier];
+      t.policy->erase(u.id, EraseReason::released);
+      t.pool->free(f.slot);
+      --t.admissions;
+      f.tier = -1;
+      f.slot = kInvalidSlot;
+      f.flags = static_cast<uint8_t>(f.flags & ~(kFlagReleased | kFlagPromoteQueued));
+      f.st = u.before;
+      if (u.restored) --m.restored;
+      if (u.counted_miss) --m.misses;
+      m.store->set_resident(u.id, false);
+      if (u.before.tick == 0 && f.flags == 0) m.store->erase(u.id);
+    }
+    s.undo.clear();
+    m.moved_cv.notify_all();
+  };
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      NodeId id = m.find_or_insert(keys[i]);
+      while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread took it up meanwhile
+        m.moved_cv.wait(lk);
+        id = m.find_or_insert(keys[i]);
+      }
+      StoreEntry &e = (*m.store)[id];
+      if (e.tier >= 0) {
+        ++e.pins;
+        s.undo.push_back({id, false, false, false, e.st});
+        continue;
+      }
+      BatchScratch::Undo u{id, true, false, false, e.st};
+      m.restore_or_reset(id, &u.restored);
+      e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
+      e.st.tick = ++m.tick;
+      e.flags |= kFlagAdmitting;
+      m.store->set_resident(id, true);
+      try {
+        m.place(lk, id);
+      } catch (...) {
+        StoreEntry &f = (*m.store)[id];
+        f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+        f.st = u.before;
+        if (u.restored) --m.restored;
+        m.store->set_resident(id, false);
+        if (u.before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);
+        throw;
+      }
+      ++(*m.store)[id].pins;
+      s.undo.push_back(u);  // from here on the rollback frees it
+      const bool fetched = m.fetch_remote(lk, id);
+      if (!fetched) {
+        ++m.misses;
+        s.undo.back().counted_miss = true;
+      }
+      StoreEntry &f = (*m.store)[id];
+      f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+      m.moved_cv.notify_all();
+    }
+  } catch (...) {
+    rollback();
+    throw;
+  }
+  // Every block is pinned here, so none starts a move; a pin waits for one still in flight.
+  if (pin) {
+    auto moving = [&] {
+      for (const BatchScratch::Undo &u : s.undo)
+        if ((*m.store)[u.id].flags & kFlagMoving) return true;
+      return false;
+    };
+    m.moved_cv.wait(lk, [&] { return !moving(); });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const NodeId id = s.undo[i].id;
+    StoreEntry &e = (*m.store)[id];
+    if (pin) {
+      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+    } else {
+      --e.pins;
+    }
+    out[i] = m.block_of(id);
+    if (placed) placed[i] = s.undo[i].counted_miss;
+  }
+  m.moved_cv.notify_all();
+  if (!m.cfg.synchronous) m.mover_cv.notify_one();
+}
+
+size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, Block *out) {
+  Impl &m = *impl_;
+  if (n == 0) return 0;
+  if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys is NULL");
+  if (out == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: blocks_out is NULL");
+  BatchScratch &s = t_scratch;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  size_t matched = 0;
+  while (true) {
+    // The resident prefix; with a pin, wait while a block of it is being admitted or moved
+    // (a pin is taken where the block lands), then pin all of it without releasing the lock.
+    s.ids.clear();
+    bool busy = false;
+    for (size_t i = 0; i < n; ++i) {
+      const NodeId id = m.store->find(keys[i]);
+      if (id == kNoNode || (*m.store)[id].tier < 0) break;
+      const StoreEntry &e = (*m.store)[id];
+      if (pin && (e.flags & (kFlagMoving | kFlagAdmitting))) {
+        busy = true;
+        break;
+      }
+      s.ids.push_back(id);
+    }
+    if (!busy) break;
+    m.moved_cv.wait(lk);
+  }
+  matched = s.ids.size();
+  if (pin) {
+    for (size_t i = 0; i < matched; ++i) {
+      StoreEntry &e = (*m.store)[s.ids[i]];
+      if (e.pins == 0xffff) {  // (a key given twice counts twice) undo this call's pins
+        for (size_t j = 0; j < i; ++j) --(*m.store)[s.ids[j]].pins;
+        fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys[", i, "] = ", keys[i].hex(),
+             " is pinned 65535 times already (nothing pinned)");
+      }
+      ++e.pins;
+    }
+    for (size_t i = 0; i < matched; ++i) {
+      StoreEntry &e = (*m.store)[s.ids[i]];
+      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+    }
+  }
+  for (size_t i = 0; i < matched; ++i) out[i] = m.block_of(s.ids[i]);
+  if (!fetch || !m.remote || matched == n) return matched;
+  // The remote tier: each following block it holds is admitted and filled from it; the first
+  // it does not hold ends the prefix (its trial slot is freed again; it counts as a miss).
+  lk.unlock();
+  try {
+    while (matched < n) {
+      const Key k = keys[matched];
+      bool placed_new = false;
+      bool fetched_one = false;
+      {
+        std::unique_lock g(m.mu);
+        const NodeId id = m.store->find(k);
+        if (id != kNoNode && (*m.store)[id].tier >= 0) break;  // admitted meanwhile by another thread: not ours
+      }
+      Block b = admit(k, &placed_new, /*pin=*/true);
+      fetched_one = !placed_new;
+      if (!fetched_one) {
+        unpin(k);
+        release(k, /*forget=*/true);
+        break;
+      }
+      if (!pin) unpin(k);
+      out[matched++] = b;
+    }
+  } catch (...) {
+    // The blocks pinned so far stay as the engine sees them: undo this call's pins.
+    for (size_t i = 0; i < matched && pin; ++i) unpin(keys[i]);
+    throw;
+  }
+  return matched;
+}
+
+void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
+  Impl &m = *impl_;
+  if (n == 0) return;
+  if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys is NULL");
+  BatchScratch &s = t_scratch;
+  Key dup;
+  const size_t rep = first_repeat(keys, n, s.sorted, &dup);
+  if (rep != n) fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys[", rep, "] = ", dup.hex(), " appears twice (nothing released)");
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  while (true) {
+    // release(forget) waits for a block being moved, admitted or held; so does the batch.
+    s.ids.clear();
+    bool busy = false;
+    for (size_t i = 0; i < n; ++i) {
+      const NodeId id = m.store->find(keys[i]);
+      if (id == kNoNode || (*m.store)[id].tier < 0) not_resident("release_batch", i, keys[i]);
+      const StoreEntry &e = (*m.store)[id];
+      if (e.pins != 0)
+        fail(CXLT_ERROR_BUSY, "release_batch: keys[", i, "] = ", keys[i].hex(), " is pinned (", e.pins, " pins; nothing released)");
+      if (!forget && (e.flags & kFlagReleased))
+        fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys[", i, "] = ", keys[i].hex(), " was already released (nothing released)");
+      if (forget && (e.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) busy = true;
+      s.ids.push_back(id);
+    }
+    if (!busy) break;
+    m.moved_cv.wait(lk);
+  }
+  for (NodeId id : s.ids) {
+    StoreEntry &e = (*m.store)[id];
+    if (!forget) {
+      e.flags |= kFlagReleased;
+      continue;
+    }
+    TierRt &t = m.tiers[e.tier];
+    t.policy->erase(id, EraseReason::released);
+    t.pool->free(e.slot);
+    e.tier = -1;
+    e.slot = kInvalidSlot;
+    e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
+    m.store->set_resident(id, false);
+    m.residency.publish(id, e.generation, false);
+  }
+}
+
+void Runtime::unpin_batch(const Key *keys, size_t n) {
+  Impl &m = *impl_;
+  if (n == 0) return;
+  if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin_batch: keys is NULL");
+  BatchScratch &s = t_scratch;
+  std::lock_guard lk(m.mu);
+  m.drain_accesses();
+  s.ids.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const NodeId id = m.store->find(keys[i]);
+    if (id == kNoNode || (*m.store)[id].tier < 0) not_resident("unpin_batch", i, keys[i]);
+    s.ids.push_back(id);
+  }
+  // Pins nest: a key may appear as often as it is pinned. Take them off, and put them back if
+  // one runs out.
+  for (size_t i = 0; i < n; ++i) {
+    StoreEntry &e = (*m.store)[s.ids[i]];
+    if (e.pins == 0) {
+      for (size_t j = 0; j < i; ++j) ++(*m.store)[s.ids[j]].pins;
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin_batch: keys[", i, "] = ", keys[i].hex(),
+           " is not pinned (or fewer times than it appears; nothing unpinned)");
+    }
+    --e.pins;
+  }
+}
+
+}  // namespace cxltier

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// The batch calls of the C++ API (lib/runtime/batch.cpp): admit_batch, prefix_lookup,
+// release_batch, unpin_batch. Each applies the single-block rules in order and refuses a bad
+// batch with nothing applied; a prefix pinned by prefix_lookup holds its bytes while other
+// threads admit and evict around it.
+#include "runtime_test_util.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace cxltier;
+using namespace cxlt_test;
+
+namespace {
+
+std::vector<Key> seq(uint64_t id, size_t n, size_t from = 0) {
+  std::vector<Key> k;
+  for (size_t i = 0; i < n; ++i) k.push_back(key_from_sequence(id, from + i));
+  return k;
+}
+
+cxlt_result_t code_of(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.code();
+  }
+  return CXLT_OK;
+}
+
+TEST(Batch, AdmitRepeatsAndPins) {
+  auto rt = Runtime::open(three_tier_config(4, 4, 8));
+  std::vector<Key> k = seq(1, 3);
+  k.push_back(k[0]);  // given twice: one slot, two pins
+  std::vector<Block> b(k.size());
+  bool placed[4] = {};
+  rt->admit_batch(k.data(), k.size(), true, b.data(), placed);
+  EXPECT_TRUE(placed[0] && placed[1] && placed[2]);
+  EXPECT_FALSE(placed[3]);
+  EXPECT_EQ(b[0].data, b[3].data);
+  rt->unpin(k[0]);
+  EXPECT_EQ(code_of([&] { rt->release(k[0], false); }), CXLT_ERROR_BUSY);  // one pin left
+  rt->unpin_batch(k.data(), 3);
+  EXPECT_EQ(code_of([&] { rt->unpin(k[0]); }), CXLT_ERROR_INVALID_ARGUMENT);
+  rt->release_batch(k.data(), 3, true);
+  EXPECT_FALSE(rt->lookup(k[1], nullptr));
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Batch, RefusedAdmissionChangesNothing) {
+  auto rt = Runtime::open(three_tier_config(2, 2, 4));  // 8 slots
+  std::vector<Key> pinned = seq(1, 6);
+  std::vector<Block> b(16);
+  rt->admit_batch(pinned.data(), pinned.size(), true, b.data(), nullptr);
+  std::vector<Key> cold = seq(2, 1);
+  rt->admit(cold[0]);
+  ASSERT_TRUE(rt->wait_idle(-1));
+  const cxlt_stats_t before = rt->stats();
+  std::vector<Key> more = seq(3, 3);  // 1 free + 1 movable = 2 < 3
+  EXPECT_EQ(code_of([&] { rt->admit_batch(more.data(), more.size(), false, b.data(), nullptr); }),
+            CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  const cxlt_stats_t after = rt->stats();
+  EXPECT_EQ(after.demotions, before.demotions);
+  EXPECT_EQ(after.drops, before.drops);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_TRUE(rt->lookup(cold[0], nullptr));
+  for (const Key &k : more) EXPECT_FALSE(rt->policy_state(k, nullptr));  // never seen: no state made
+  rt->admit_batch(more.data(), 2, false, b.data(), nullptr);  // 2 fit
+  EXPECT_FALSE(rt->lookup(cold[0], nullptr));  // made room for them
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Batch, PrefixPinHoldsWhileOthersEvict) {
+  RuntimeConfig cfg = three_tier_config(8, 8, 16);
+  auto rt = Runtime::open(cfg);
+  const size_t bytes = cfg.geometry.bytes();
+  std::vector<Key> prompt = seq(7, 12);
+  std::vector<Block> b(prompt.size());
+  bool placed[12];
+  rt->admit_batch(prompt.data(), prompt.size(), true, b.data(), placed);
+  for (size_t i = 0; i < prompt.size(); ++i) fill_block(b[i].data, bytes, prompt[i], 1);
+  rt->unpin_batch(prompt.data(), prompt.size());
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {  // prefills of other requests: they evict whatever is unpinned
+    std::vector<Block> ob(8);
+    for (uint64_t r = 100; !stop.load(); ++r) {
+      std::vector<Key> k = seq(r, 8);
+      try {
+        rt->admit_batch(k.data(), k.size(), true, ob.data(), nullptr);
+        for (size_t i = 0; i < k.size(); ++i) fill_block(ob[i].data, bytes, k[i], r);
+        rt->unpin_batch(k.data(), k.size());
+      } catch (const Error &e) {
+        EXPECT_EQ(e.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY) << e.what();
+      }
+    }
+  });
+  size_t hits = 0;
+  for (int round = 0; round < 300; ++round) {
+    const size_t m = rt->prefix_lookup(prompt.data(), prompt.size(), true, false, b.data());
+    hits += m;
+    for (size_t i = 0; i < m; ++i) {
+      EXPECT_TRUE(check_block(b[i].data, bytes, prompt[i])) << "block " << i << " of a pinned prefix";
+      Block now;
+      ASSERT_TRUE(rt->lookup(prompt[i], &now));
+      EXPECT_EQ(now.data, b[i].data);  // pinned: it did not move
+    }
+    std::this_thread::yield();
+    rt->unpin_batch(prompt.data(), m);
+    if (m < prompt.size()) {  // re-admit the lost tail, as an engine recomputes it
+      bool p[12];
+      rt->admit_batch(prompt.data() + m, prompt.size() - m, true, b.data() + m, p);
+      for (size_t i = m; i < prompt.size(); ++i)
+        if (p[i - m]) fill_block(b[i].data, bytes, prompt[i], 1);
+      rt->unpin_batch(prompt.data() + m, prompt.size() - m);
+    }
+  }
+  stop = true;
+  churn.join();
+  EXPECT_GT(hits, 0u);
+  ASSERT_TRUE(rt->wait_idle(-1));
+  EXPECT_EQ(rt->validate(), "");
+  EXPECT_EQ(rt->stats().migration_failures, 0u);
+}
+
+TEST(Batch, ReleaseAndUnpinCheckFirst) {
+  auto rt = Runtime::open(three_tier_config(4, 4, 8));
+  std::vector<Key> k = seq(1, 4);
+  std::vector<Block> b(4);
+  rt->admit_batch(k.data(), 4, false, b.data(), nullptr);
+  rt->pin(k[3]);
+  EXPECT_EQ(code_of([&] { rt->release_batch(k.data(), 4, true); }), CXLT_ERROR_BUSY);
+  for (const Key &x : k) EXPECT_TRUE(rt->lookup(x, nullptr));
+  std::vector<Key> twice = {k[0], k[1], k[0]};
+  EXPECT_EQ(code_of([&] { rt->release_batch(twice.data(), 3, true); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(rt->lookup(k[1], nullptr));
+  std::vector<Key> over = {k[3], k[3]};  // pinned once, given twice
+  EXPECT_EQ(code_of([&] { rt->unpin_batch(over.data(), 2); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { rt->release(k[3], false); }), CXLT_ERROR_BUSY);  // still pinned
+  rt->unpin_batch(over.data(), 1);
+  rt->release_batch(k.data(), 4, false);
+  EXPECT_EQ(code_of([&] { rt->release_batch(k.data(), 1, false); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt->prefix_lookup(k.data(), 4, false, false, b.data()), 4u);  // released: cached still
+  rt->release_batch(k.data(), 4, true);
+  EXPECT_EQ(rt->prefix_lookup(k.data(), 4, true, false, b.data()), 0u);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+TEST(Batch, PinCountLimitIsCheckedFirst) {
+  auto rt = Runtime::open(three_tier_config(4, 4, 8));
+  const Key k = key_from_sequence(1, 0), other = key_from_sequence(1, 1);
+  rt->admit(k);
+  for (int i = 0; i < 0xfffe; ++i) rt->pin(k);  // one pin short of the limit
+  std::vector<Block> b(3);
+  std::vector<Key> twice = {other, k, k};
+  EXPECT_EQ(code_of([&] { rt->admit_batch(twice.data(), 3, true, b.data(), nullptr); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_FALSE(rt->lookup(other, nullptr));  // nothing admitted
+  EXPECT_EQ(code_of([&] { rt->prefix_lookup(twice.data() + 1, 2, true, false, b.data()); }), CXLT_ERROR_INVALID_ARGUMENT);
+  rt->admit(other);
+  std::vector<Key> pair = {k, other};  // two distinct keys: k takes the last pin there is
+  EXPECT_EQ(rt->prefix_lookup(pair.data(), 2, true, false, b.data()), 2u);
+  rt->unpin(other);
+  EXPECT_EQ(code_of([&] { rt->pin(k); }), CXLT_ERROR_INVALID_ARGUMENT);  // so the refused calls pinned nothing
+  std::vector<Key> all(0xffff, k);
+  rt->unpin_batch(all.data(), all.size());
+  EXPECT_EQ(code_of([&] { rt->unpin(k); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+}  // namespace
