@@ -38,6 +38,18 @@ public:
     if (!h_.empty()) sift_down(0);
   }
 
+  // Remove the entry at index i in O(log n): the last entry takes its place and moves up or down
+  // to where the order wants it. Entries at other indices may move (the path above i and the
+  // subtree below it).
+  void remove_at(size_t i) noexcept {
+    h_[i] = h_.back();
+    h_.pop_back();
+    if (i < h_.size()) {
+      sift_up(i);
+      sift_down(i);
+    }
+  }
+
   // Drop entries for which keep(e) is false and restore the heap order in O(n).
   template <typename Keep>
   void compact(Keep keep) noexcept {

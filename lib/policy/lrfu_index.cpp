@@ -35,6 +35,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
   heaps_.reserve(nbuckets_);
+  stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(Less{score_order_});
   live_in_bucket_.assign(nbuckets_, 0);
   min_score_.assign(nbuckets_, 2.0);
@@ -197,7 +198,7 @@ void LrfuIndex::maybe_compact() {
 }
 
 void LrfuIndex::rebuild(bool move_edges) {
-  stale_visits_ = 0;
+  examined_since_rebuild_ = 0;
   if (move_edges) {
     // Quantiles of a deterministic sample of live scores (at most 65,536 of them).
     std::vector<double> sample;
@@ -289,7 +290,11 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
       }
     }
     ++stats_.entries_examined;
-    if (stale(e)) ++stale_visits_;
+    ++examined_since_rebuild_;
+    if (stale(e)) {
+      if (stale_seen_.size() < stale_seen_.capacity())  // no allocation here: the rest wait for the next search
+        stale_seen_.push_back(StaleAt{c.bucket, c.index, e.id, e.version});
+    }
     bool covers = c.dominated_same_step;  // a live, eligible block of e's step was evaluated above
     if (!c.dominated_same_step && !stale(e) && eligible(e.id)) {
       double p = prio(e.s, e.t, now);
@@ -316,18 +321,41 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
   }
   // Stale entries keep the bounds of their subtrees, so a search descends through every stale
   // entry whose bound beats the best block: in a tie-heavy workload (large beta) those are the
-  // old ones, saturated at the highest priority, and every search walked them again until the
-  // entry-count compaction came. Once searches have visited more stale entries than there are
-  // live blocks, the heaps are rebuilt (O(n), so it at most doubles the search work that paid for
-  // it), and the edges are refitted to the live scores at the same time. The victim is already
-  // chosen and does not change.
-  if (stale_visits_ > live_.size() + 64) {
+  // old ones, saturated at the highest priority, and without removal every later search would
+  // walk them again. So each stale entry a search visits is removed after the search (O(log n)
+  // each; a stale entry is visited once, unless a removal moved it or more than 4,096 were seen,
+  // so this is about O(log n) per access, amortized).
+  // Searches that examine many entries mean that the buckets no longer fit the live scores (a
+  // bucket mixes scores, so its lowest one bounds old blocks above the best): once searches
+  // have examined more than twice as many entries as there are live blocks since the last
+  // rebuild, the heaps are rebuilt and the edges refitted (O(n), paid for by those entries).
+  // The victim is already chosen and does not change.
+  remove_stale_seen();
+  if (examined_since_rebuild_ > 2 * live_.size() + 64) {
     ++stats_.search_compactions;
     rebuild(nbuckets_ > 1);
   }
   if (!have_best) return kNoNode;
   ++stats_.victims;
   return best.id;
+}
+
+void LrfuIndex::remove_stale_seen() noexcept {
+  // Highest index first within a bucket: a removal moves entries only on the path above its
+  // index and below it, so the recorded lower indices mostly still hold what was recorded. An
+  // entry that moved is found by the check and left for a later search or compaction.
+  std::sort(stale_seen_.begin(), stale_seen_.end(), [](const StaleAt &a, const StaleAt &b) {
+    return a.bucket != b.bucket ? a.bucket < b.bucket : a.index > b.index;
+  });
+  for (const StaleAt &s : stale_seen_) {
+    Heap &h = heaps_[s.bucket];
+    if (s.index >= h.size()) continue;
+    const Entry &e = h[s.index];
+    if (e.id != s.id || e.version != s.version || !stale(e)) continue;
+    h.remove_at(s.index);
+    --total_entries_;
+  }
+  stale_seen_.clear();
 }
 
 NodeId LrfuIndex::victim(uint64_t now, Eligible eligible) noexcept {

@@ -33,8 +33,8 @@
 //     Every candidate is compared with the same lrfu_priority() the auditor uses.
 // Updates are lazy: an access pushes a new entry and makes the old one stale (version check);
 // stale entries still bound their subtrees correctly and are dropped at the root and by a
-// compaction when they outnumber the live ones, or once searches have visited more of them than
-// there are live blocks. Access and insert are O(1) amortized when the
+// compaction when they outnumber the live ones; a stale entry a victim search visits is removed
+// after that search (O(log n)), so no search walks it twice. Access and insert are O(1) amortized when the
 // touched block becomes the newest (sift-up stops at once); victim() examines the blocks whose
 // priority is within the bucket width of the victim's, typically a few dozen.
 #pragma once
@@ -72,7 +72,7 @@ public:
     uint64_t victims = 0;           // victim() calls that found a block
     uint64_t entries_examined = 0;  // heap entries visited by victim()
     uint64_t compactions = 0;
-    uint64_t search_compactions = 0;  // rebuilds because searches kept visiting stale entries
+    uint64_t search_compactions = 0;  // rebuilds because searches examined many entries
     uint64_t edge_moves = 0;
     uint64_t audits = 0;
     uint64_t audit_disagreements = 0;  // must stay 0
@@ -146,7 +146,7 @@ private:
   size_t exact_bound_steps_ = 0;
   bool recency_saturated_ = false;  // the recency table ends at 1.0: recency past it is 1.0
   size_t total_entries_ = 0;
-  size_t stale_visits_ = 0;  // stale entries visited by searches since the last rebuild
+  size_t examined_since_rebuild_ = 0;  // entries victim searches examined since the last rebuild
 
   // Per id, in one record so that an access touches one place (48 bytes: one cache line, or
   // two when it straddles): current state (the auditor reads it), version, bucket, place in live_.
@@ -164,6 +164,15 @@ private:
   std::vector<NodeId> live_;
 
   std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity
+  // Stale entries a search visited (bucket, index, and what was there), removed after it.
+  struct StaleAt {
+    uint32_t bucket;
+    uint32_t index;
+    NodeId id;
+    uint32_t version;
+  };
+  std::vector<StaleAt> stale_seen_;
+  void remove_stale_seen() noexcept;
   Stats stats_;
 };
 
