@@ -209,12 +209,12 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " is smaller than the ", slots,
          " blocks the tiers can hold together; it must keep every resident block's state");
   // The store and every tier's policy keep per-state arrays sized by store.capacity at open
-  // (about 64 + 16 + 48 x tiers bytes per state, zero-filled, so overcommit
+  // (129 + 48 x tiers bytes per state, docs/runtime.md "Memory per block"; zero-filled, so overcommit
   // does not help). A capacity whose arrays would take more than half of this machine's memory
   // is refused here with the figure, rather than answered by the OOM killer.
   if (cfg.store_capacity != 0) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    const double per_state = 64.0 + 16.0 + 48.0 * static_cast<double>(m->tiers.size());
+    const double per_state = 129.0 + 48.0 * static_cast<double>(m->tiers.size());
     const double need = per_state * static_cast<double>(cfg.store_capacity);
     if (pages > 0 && page > 0 && need > 0.5 * static_cast<double>(pages) * static_cast<double>(page))
       fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " states would take about ",
