@@ -37,13 +37,6 @@ struct Buffers {
 };
 thread_local Buffers t_buf;
 
-void write_block(const Block &b, cxlt_block_t *out) {
-  out->data = b.data;
-  out->bytes = b.bytes;
-  out->tier = b.tier;
-  out->handle = b.handle;
-}
-
 }  // namespace
 
 extern "C" {
@@ -60,7 +53,7 @@ cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys,
     bool *p = t_buf.placed_for(n);
     r->admit_batch(keys_of(keys), n, (flags & CXLT_ADMIT_PIN) != 0, b, p);
     for (size_t i = 0; i < n; ++i) {
-      write_block(b[i], &blocks_out[i]);
+      capi::write_block(b[i], &blocks_out[i]);
       if (placed_out) placed_out[i] = p[i] ? 1 : 0;
     }
     return CXLT_OK;
@@ -82,7 +75,7 @@ cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *keys, siz
     Block *b = t_buf.blocks_for(n);
     const size_t m =
         r->prefix_lookup(keys_of(keys), n, (flags & CXLT_LOOKUP_PIN) != 0, (flags & CXLT_LOOKUP_FETCH) != 0, b);
-    for (size_t i = 0; i < m; ++i) write_block(b[i], &blocks_out[i]);
+    for (size_t i = 0; i < m; ++i) capi::write_block(b[i], &blocks_out[i]);
     *matched = m;
     return CXLT_OK;
   });

@@ -51,13 +51,6 @@ std::shared_ptr<Runtime> get(cxlt_runtime_t *h) {
   return it->second;
 }
 
-void write_block(const Block &b, cxlt_block_t *out) {
-  out->data = b.data;
-  out->bytes = b.bytes;
-  out->tier = b.tier;
-  out->handle = b.handle;
-}
-
 }  // namespace
 
 std::shared_ptr<Runtime> cxltier::capi::runtime_of(cxlt_runtime_t *h) { return get(h); }
@@ -125,7 +118,7 @@ cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t 
   return capi::capi_call([&] {
     auto r = get(rt);
     CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_block_admit: out is NULL");
-    write_block(r->admit(Key::from(key)), out);
+    capi::write_block(r->admit(Key::from(key)), out);
     return CXLT_OK;
   });
 }
@@ -137,7 +130,7 @@ cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned f
     CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_block_admit_ex: out is NULL");
     CXLT_CAPI_REQUIRE((flags & ~CXLT_ADMIT_PIN) == 0, "cxlt_block_admit_ex: unknown flag");
     bool p = false;
-    write_block(r->admit(Key::from(key), &p, (flags & CXLT_ADMIT_PIN) != 0), out);
+    capi::write_block(r->admit(Key::from(key), &p, (flags & CXLT_ADMIT_PIN) != 0), out);
     if (placed) *placed = p ? 1 : 0;
     return CXLT_OK;
   });
@@ -170,7 +163,7 @@ cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t
     Block b;
     if (!r->lookup(Key::from(key), &b))
       fail(CXLT_ERROR_NOT_FOUND, "cxlt_block_lookup: block ", Key::from(key).hex(), " is not resident in any tier");
-    write_block(b, out);
+    capi::write_block(b, out);
     return CXLT_OK;
   });
 }
@@ -180,7 +173,7 @@ cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsi
     auto r = get(rt);
     CXLT_CAPI_REQUIRE((flags & ~CXLT_MOVE_WAIT) == 0, "cxlt_block_move: unknown flag");
     Block b = r->move(Key::from(key), tier, (flags & CXLT_MOVE_WAIT) != 0);
-    if (out) write_block(b, out);
+    if (out) capi::write_block(b, out);
     return CXLT_OK;
   });
 }
@@ -189,7 +182,7 @@ cxlt_result_t cxlt_block_pin(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *o
   return capi::capi_call([&] {
     auto r = get(rt);
     Block b = r->pin(Key::from(key));
-    if (out) write_block(b, out);
+    if (out) capi::write_block(b, out);
     return CXLT_OK;
   });
 }

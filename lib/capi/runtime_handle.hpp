@@ -13,4 +13,12 @@ namespace cxltier::capi {
 
 std::shared_ptr<Runtime> runtime_of(cxlt_runtime_t *h);
 
+// A Block as the C ABI's cxlt_block_t.
+inline void write_block(const Block &b, cxlt_block_t *out) noexcept {
+  out->data = b.data;
+  out->bytes = b.bytes;
+  out->tier = b.tier;
+  out->handle = b.handle;
+}
+
 }  // namespace cxltier::capi

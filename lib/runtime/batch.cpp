@@ -308,14 +308,7 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
       e.flags |= kFlagReleased;
       continue;
     }
-    TierRt &t = m.tiers[e.tier];
-    t.policy->erase(id, EraseReason::released);
-    t.pool->free(e.slot);
-    e.tier = -1;
-    e.slot = kInvalidSlot;
-    e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
-    m.store->set_resident(id, false);
-    m.residency.publish(id, e.generation, false);
+    m.unplace(id, EraseReason::released);
   }
 }
 

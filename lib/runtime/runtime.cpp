@@ -92,10 +92,15 @@ void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
 }
 
 void Runtime::Impl::drop(NodeId id) {
+  unplace(id, EraseReason::evicted);
+  ++drops;
+}
+
+void Runtime::Impl::unplace(NodeId id, EraseReason why) {
   StoreEntry &e = (*store)[id];
   cxlt_assert(e.tier >= 0 && e.pins == 0 && (e.flags & kFlagMoving) == 0);
   TierRt &t = tiers[e.tier];
-  t.policy->erase(id, EraseReason::evicted);
+  t.policy->erase(id, why);
   cxlt_result_t r = t.pool->free(e.slot);
   cxlt_assert(r == CXLT_OK);
   (void)r;
@@ -104,7 +109,6 @@ void Runtime::Impl::drop(NodeId id) {
   e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
   store->set_resident(id, false);
   residency.publish(id, e.generation, false);
-  ++drops;
 }
 
 // Free one slot in `tier` by demoting its victim one tier down (making room there first when
@@ -513,14 +517,7 @@ void Runtime::release(const Key &key, bool forget) {
     e.flags |= kFlagReleased;
     return;
   }
-  TierRt &t = m.tiers[e.tier];
-  t.policy->erase(id, EraseReason::released);
-  t.pool->free(e.slot);
-  e.tier = -1;
-  e.slot = kInvalidSlot;
-  e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
-  m.store->set_resident(id, false);
-  m.residency.publish(id, e.generation, false);
+  m.unplace(id, EraseReason::released);
 }
 
 bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {

@@ -129,6 +129,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void note_access(NodeId id, float attention) noexcept;
   void install(NodeId id, int tier, SlotId slot);
   void drop(NodeId id);
+  // The block leaves its tier (policy, pool, residency); its state stays in the store. drop()
+  // is this for a policy eviction, counted; release(forget) calls it directly.
+  void unplace(NodeId id, EraseReason why);
   int place(std::unique_lock<std::mutex> &lk, NodeId id);
   bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
   void restore_or_reset(NodeId id, bool *restored_out);

@@ -6,6 +6,7 @@
 
 #include <cxltier/error.hpp>
 
+#include "core/text.hpp"
 #include "trace/input.hpp"
 #include "trace/json_scan.hpp"
 
@@ -26,17 +27,6 @@ bool blank(std::string_view line) noexcept {
   return true;
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 enum class LineResult { request, other, malformed };
 
 }  // namespace
@@ -53,8 +43,8 @@ const char *format_name(Format f) noexcept {
 
 Format parse_format(std::string_view text) {
   for (Format f : {Format::mooncake, Format::bailian, Format::dynamo, Format::attention})
-    if (iequals(text, format_name(f))) return f;
-  if (iequals(text, "qwen") || iequals(text, "qwen-bailian")) return Format::bailian;
+    if (text::iequal(text, format_name(f))) return f;
+  if (text::iequal(text, "qwen") || text::iequal(text, "qwen-bailian")) return Format::bailian;
   fail(CXLT_ERROR_INVALID_ARGUMENT, "trace format '", text,
        "' is not one of mooncake, bailian, dynamo, attention");
 }
