@@ -333,9 +333,75 @@ void write_csv(const std::string &path, const std::vector<Point> &points) {
   if (!out.flush()) fail(CXLT_ERROR_IO, "--csv ", path, ": write failed");
 }
 
-// GB/s against block size, one line per method (median, min-max bars), through gnuplot. The
-// data and the script stay beside the plot (FILE.dat, FILE.gp) so it can be redrawn.
+// The plot script's terminal line, from the output's extension.
+std::string plot_terminal(const std::string &path) {
+  const bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
+  return svg ? "set terminal svg size 1000,600\n" : "set terminal png size 1000,600\n";
+}
+
+std::string row_name(const bench::Row &row) {
+  std::string name = row.label.substr(0, row.label.find(" ("));
+  if (row.from_rank >= 0) name += " (" + row.method + ")";  // a tier pair: its copy method
+  return name;
+}
+
+// One block size: a bar per measured row (median GB/s, min-max error bars), the multithreaded
+// memcpy of the same bytes as a horizontal line (the baseline the goal is set against). The data
+// and the script stay beside the plot (FILE.dat, FILE.gp) so it can be redrawn.
+void write_bar_plot(const std::string &path, const bench::BenchResult &r) {
+  std::vector<const bench::Row *> rows{&r.memcpy_1thread, &r.move_pages_4k, &r.move_pages_huge};
+  for (const bench::Row &p : r.pairs) rows.push_back(&p);
+  std::vector<std::pair<std::string, std::array<double, 3>>> bars;
+  for (const bench::Row *row : rows)
+    if (row->measured) bars.push_back({row_name(*row), {row->gbps(), row->gbps_min(), row->gbps_max()}});
+  const bool baseline = r.memcpy_threads.measured;
+  if (bars.empty() && !baseline) fail(CXLT_ERROR_INVALID_ARGUMENT, "--plot: nothing was measured to plot");
+  const std::string dat = path + ".dat", gp = path + ".gp";
+  {
+    std::ofstream d(dat);
+    if (!d) fail(CXLT_ERROR_IO, "--plot: cannot write ", dat);
+    d << "# bar, median GB/s, min, max (block size " << r.block_bytes << " bytes)\n";
+    for (size_t i = 0; i < bars.size(); ++i)
+      d << i << ' ' << bars[i].second[0] << ' ' << bars[i].second[1] << ' ' << bars[i].second[2] << "  # " << bars[i].first << '\n';
+    if (baseline) d << "# baseline " << r.memcpy_threads.label << ": " << r.memcpy_threads.gbps() << " GB/s\n";
+  }
+  {
+    // Labels only as literals, no `set output` (gnuplot.hpp).
+    std::ofstream g(gp);
+    if (!g) fail(CXLT_ERROR_IO, "--plot: cannot write ", gp);
+    g << "# cxltier bench plot (redraw: gnuplot THIS_FILE > OUTPUT)\n" << plot_terminal(path);
+    g << "$bars << EOD\n";
+    for (size_t i = 0; i < bars.size(); ++i)
+      g << i << ' ' << bars[i].second[0] << ' ' << bars[i].second[1] << ' ' << bars[i].second[2] << '\n';
+    if (bars.empty()) g << "0 NaN NaN NaN\n";
+    g << "EOD\n";
+    g << "set title " << cxltier::cli::gnuplot_literal("cxltier bench: migration bandwidth of " + format_bytes(r.block_bytes) +
+                                                      " blocks (higher is better)") << "\n";
+    g << "set ylabel 'GB/s (10^9 bytes/s), median; bars: min-max'\nset key outside right noenhanced\n";
+    g << "set grid ytics\nset yrange [0:*]\nset style fill solid 0.6 border -1\nset boxwidth 0.6\n";
+    g << "set xrange [-0.5:" << (bars.empty() ? 0.5 : static_cast<double>(bars.size()) - 0.5) << "]\n";
+    g << "set xtics rotate by -30 noenhanced (";
+    for (size_t i = 0; i < bars.size(); ++i) g << (i ? ", " : "") << cxltier::cli::gnuplot_literal(bars[i].first) << ' ' << i;
+    g << ")\n";
+    g << "plot $bars using 1:2 with boxes title 'median', $bars using 1:2:3:4 with yerrorbars lc black notitle";
+    if (baseline)
+      g << ", " << r.memcpy_threads.gbps() << " with lines lw 2 dt 2 title "
+        << cxltier::cli::gnuplot_literal("baseline: " + r.memcpy_threads.label);
+    g << "\n";
+    if (!g.flush()) fail(CXLT_ERROR_IO, "--plot: cannot write ", gp);
+  }
+  const std::string err = cxltier::cli::run_gnuplot(gp, path);
+  if (!err.empty()) fail(CXLT_ERROR_IO, "--plot: ", err, "; the data is in ", dat, " and the script in ", gp);
+}
+
+// A block-size sweep: GB/s against block size, one line per method (median, min-max bars),
+// through gnuplot; one block size: bars (write_bar_plot). The data and the script stay beside
+// the plot (FILE.dat, FILE.gp) so it can be redrawn.
 void write_plot(const std::string &path, const std::vector<Point> &points) {
+  if (points.empty()) fail(CXLT_ERROR_INVALID_ARGUMENT, "--plot: nothing was measured to plot");
+  bool one_size = true;
+  for (const Point &pt : points) one_size = one_size && pt.block_bytes == points[0].block_bytes;
+  if (one_size) return write_bar_plot(path, points[0].r);
   // Series in first-seen order; for each, (block bytes, median, min, max) at the first batch
   // and thread count of the sweep, so a series is one line.
   std::vector<std::string> names;
@@ -347,8 +413,7 @@ void write_plot(const std::string &path, const std::vector<Point> &points) {
     for (const bench::Row &p : r.pairs) rows.push_back(&p);
     for (const bench::Row *row : rows) {
       if (!row->measured) continue;
-      std::string name = row->label.substr(0, row->label.find(" ("));
-      if (row->from_rank >= 0) name += " (" + row->method + ")";  // a tier pair: its copy method
+      const std::string name = row_name(*row);
       if (!series.count(name)) names.push_back(name);
       series[name].push_back({static_cast<double>(r.block_bytes) / 1024.0, row->gbps(), row->gbps_min(), row->gbps_max()});
     }
@@ -363,14 +428,12 @@ void write_plot(const std::string &path, const std::vector<Point> &points) {
       d << "\n\n";
     }
   }
-  const bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
   {
     // The data inline and no `set output`: the output file and the data file's name, both the
     // user's text, never reach gnuplot (gnuplot.hpp).
     std::ofstream g(gp);
     if (!g) fail(CXLT_ERROR_IO, "--plot: cannot write ", gp);
-    g << "# cxltier bench plot (redraw: gnuplot THIS_FILE > OUTPUT)\n";
-    g << (svg ? "set terminal svg size 1000,600\n" : "set terminal png size 1000,600\n");
+    g << "# cxltier bench plot (redraw: gnuplot THIS_FILE > OUTPUT)\n" << plot_terminal(path);
     for (size_t i = 0; i < names.size(); ++i) {
       g << "$series" << i << " << EOD\n";
       for (const auto &v : series[names[i]]) g << v[0] << ' ' << v[1] << ' ' << v[2] << ' ' << v[3] << '\n';
@@ -513,7 +576,7 @@ static cxltier::cli::Registrar reg(40, [](CLI::App &app) {
   sub->add_option("--warmup", o->warmup, "unmeasured runs first")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON (schema in bench/README.md)");
   sub->add_option("--csv", o->csv, "also write one CSV row per measured thing and point to FILE");
-  sub->add_option("--plot", o->plot, "also draw GB/s against block size with gnuplot to FILE (.png or .svg)");
+  sub->add_option("--plot", o->plot, "also draw with gnuplot to FILE (.png or .svg): one block size as bars with the multithreaded memcpy as a line, a block-size sweep as GB/s against block size");
   sub->add_flag("--pin", o->pin,
                 "Pin the memcpy and move_pages threads one per CPU (default: not pinned, like the runtime's migration "
                 "threads; pinning only the baseline is unfair on a loaded machine)");

@@ -172,6 +172,26 @@ TEST(BenchCli, SweepCsvAndPlot) {
   std::remove(plot.c_str());
 }
 
+// One block size: a bar per measured row and the multithreaded memcpy as a line, drawn without
+// a gnuplot warning (a line chart over one x value had an empty x range).
+TEST(BenchCli, OneBlockSizePlotsBarsWithTheMemcpyBaseline) {
+  if (access("/usr/bin/gnuplot", X_OK) != 0) GTEST_SKIP() << "gnuplot is not installed (scripts/test installs it)";
+  const std::string plot = temp_path("one.svg");
+  auto r = run_tool({"bench", "--topology", "emulated", "--block-bytes", "64KiB", "--blocks", "4", "--batch", "2",
+                     "--quiet", "--plot", plot});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("arning"), std::string::npos) << "gnuplot's warnings reach the user: " << r.err;
+  EXPECT_NE(slurp(plot).find("<svg"), std::string::npos);
+  const std::string gp = slurp(plot + ".gp");
+  EXPECT_NE(gp.find("with boxes"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("title 'baseline: memcpy"), std::string::npos) << gp;
+  EXPECT_EQ(gp.find("logscale"), std::string::npos) << "one block size has no size axis: " << gp;
+  const std::string dat = slurp(plot + ".dat");
+  EXPECT_NE(dat.find("# memcpy, 1 thread"), std::string::npos) << dat;
+  EXPECT_NE(dat.find("# baseline memcpy"), std::string::npos) << dat;
+  for (const std::string &f : {plot, plot + ".dat", plot + ".gp"}) std::remove(f.c_str());
+}
+
 TEST(BenchCli, BadFlagsExitTwoNamingTheFlag) {
   struct Case {
     std::vector<std::string> args;
