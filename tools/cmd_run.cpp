@@ -66,6 +66,22 @@ bool verify(const void *data, size_t bytes, const Key &k) {
   return w[0] == k.hi && w[1] == k.lo && w[3] == XXH3_64bits(static_cast<const char *>(data) + 32, bytes - 32);
 }
 
+// A block pinned for the check at the end of a run; nothing when it is resident nowhere (or
+// stopped being so between the look-up and the pin). The pin matters: the background mover
+// goes on after wait_idle (the promotions the last accesses queued, headroom under the
+// watermarks), and a block it moves frees its old slot for the next copy to land in, so a
+// pointer from lookup() is only good until the move completes (migration.cpp, step 3). A
+// pinned block never moves. The caller unpins.
+std::optional<Block> pin_for_check(Runtime &rt, const Key &k) {
+  if (!rt.lookup(k, nullptr)) return std::nullopt;
+  try {
+    return rt.pin(k);
+  } catch (const Error &e) {
+    if (e.code() != CXLT_ERROR_NOT_FOUND) throw;
+    return std::nullopt;
+  }
+}
+
 struct Tracked {
   int verified_tier = -1;  // tier where its bytes were last checked or written
 };
@@ -121,13 +137,16 @@ public:
   void final_sweep() {
     for (auto &[id, t] : tracked_) {
       Key k = key_from_trace_id(id);
-      Block b;
-      if (!rt_.lookup(k, &b) || b.data == nullptr) continue;
-      ++c_.verified;
-      if (!verify(b.data, b.bytes, k)) {
-        ++c_.integrity_errors;
-        std::fprintf(stderr, "cxltier run: integrity error at the end: block %s (tier %d)\n", k.hex().c_str(), b.tier);
+      std::optional<Block> b = pin_for_check(rt_, k);
+      if (!b) continue;
+      if (b->data != nullptr) {
+        ++c_.verified;
+        if (!verify(b->data, b->bytes, k)) {
+          ++c_.integrity_errors;
+          std::fprintf(stderr, "cxltier run: integrity error at the end: block %s (tier %d)\n", k.hex().c_str(), b->tier);
+        }
       }
+      rt_.unpin(k);
     }
   }
 
@@ -283,10 +302,13 @@ void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &
   }
   rt.wait_idle(-1);
   for (auto &[k, t] : verified_tier) {  // the end: every resident block checked once more
-    Block b;
-    if (!rt.lookup(k, &b) || b.data == nullptr) continue;
-    ++c.verified;
-    if (!verify(b.data, b.bytes, k)) ++c.integrity_errors;
+    std::optional<Block> b = pin_for_check(rt, k);
+    if (!b) continue;
+    if (b->data != nullptr) {
+      ++c.verified;
+      if (!verify(b->data, b->bytes, k)) ++c.integrity_errors;
+    }
+    rt.unpin(k);
     (void)t;
   }
 }
