@@ -112,18 +112,11 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       StoreEntry &f = (*m.store)[u.id];
       --f.pins;
       if (!u.fresh || f.pins != 0) continue;
-      cxlt_assert(f.tier >= 0 && (f.flags & kFlagMoving) == 0);
-      TierRt &t = m.tiers[f.tier];
-      t.policy->erase(u.id, EraseReason::released);
-      t.pool->free(f.slot);
-      --t.admissions;
-      f.tier = -1;
-      f.slot = kInvalidSlot;
-      f.flags = static_cast<uint8_t>(f.flags & ~(kFlagReleased | kFlagPromoteQueued));
+      --m.tiers[f.tier].admissions;
+      m.unplace(u.id, EraseReason::released);
       f.st = u.before;
       if (u.restored) --m.restored;
       if (u.counted_miss) --m.misses;
-      m.store->set_resident(u.id, false);
       if (u.before.tick == 0 && f.flags == 0) m.store->erase(u.id);
     }
     s.undo.clear();
