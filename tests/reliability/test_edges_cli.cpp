@@ -327,8 +327,11 @@ TEST(RunCli, PrefillBurstWorkloadRuns) {
 // reported a false integrity error "at the end" in about 1 run in 5 of these (4 of 20 runs);
 // 25 runs make a miss unlikely. Blocks read pinned never move, so every run must check out.
 TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
+  // CXLT_TEST_END_CHECK_RUNS: 25 in the plain build; the sanitizer stages run a few.
+  const char *runs_env = std::getenv("CXLT_TEST_END_CHECK_RUNS");
+  const int runs = runs_env != nullptr && std::atoi(runs_env) > 0 ? std::atoi(runs_env) : 25;
   int checked = 0;  // runs whose end-of-run check read at least one block
-  for (int run = 0; run < 25; ++run) {
+  for (int run = 0; run < runs; ++run) {
     SCOPED_TRACE("seed " + std::to_string(100 + run));
     auto r = run_limited({"run", "--json", "--quiet", "--steps", "30", "--seed", std::to_string(100 + run), "--topology",
                           "emulated", "--set", "runtime.huge_pages=none", "--set", "geometry.layers=16", "--set",
@@ -343,7 +346,7 @@ TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
     if (std::stoull(r.out.substr(at + 18)) > 0) ++checked;
   }
   // A few seeds start no sequence within 30 steps (no block to check): most do.
-  EXPECT_GE(checked, 20) << "most runs must have checked blocks at the end";
+  EXPECT_GE(checked, runs * 4 / 5) << "most runs must have checked blocks at the end";
 }
 
 }  // namespace
