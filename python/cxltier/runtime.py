@@ -464,9 +464,13 @@ class Runtime:
         _check(self._lib.cxlt_block_release(self._h(), _key(key), 1 if forget else 0))
 
     def release_batch(self, keys: Iterable[Key], forget: bool = False) -> None:
-        """release() of each key (one C call per block); stops at the first error."""
-        for k in keys:
-            self.release(k, forget)
+        """release() of every key in one C call, checked whole first: on an error none is released."""
+        ks = list(keys)
+        n = len(ks)
+        if n == 0:
+            return
+        ckeys = (N.KeyStruct * n)(*[_key(k) for k in ks])
+        _check(self._lib.cxlt_block_release_batch(self._h(), ckeys, n, 1 if forget else 0))
 
     def move(self, key: Key, tier: int, wait: bool = False) -> Block:
         """Move a resident block to tier `tier` (rank); with `wait` the copy is done on return."""

@@ -211,6 +211,10 @@ class Api(unittest.TestCase):
             self.assertFalse(b.pinned)
             rt.release(keys[1])
             self.assertEqual(rt.lookup(keys[1]).tier, 0)  # released, still cached
+            with rt.pin(keys[2]):  # checked whole first: a pinned key releases none of the batch
+                with self.assertRaises(cxltier.BusyError):
+                    rt.release_batch(keys[1:3], forget=True)
+            self.assertEqual(rt.lookup(keys[1]).tier, 0)
             rt.release_batch(keys[1:3], forget=True)
             with self.assertRaises(cxltier.NotFoundError):
                 rt.lookup(keys[2])
