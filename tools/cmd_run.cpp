@@ -289,10 +289,29 @@ void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &
       rt.unpin_batch(r.keys.data(), n);
       c.touches += n;
     }
+    std::vector<Key> own;
     for (size_t i = 0; i < active.size();) {
       if (active[i].ends_at <= step) {
         const Request &r = active[i];
-        rt.release_batch(r.keys.data() + r.own_from, r.keys.size() - r.own_from, false);
+        // The request's own blocks that are still cached (unpinned between steps, some were
+        // evicted); one the mover evicts meanwhile makes the batch fail whole, and then each is
+        // released on its own.
+        own.clear();
+        Block b;
+        for (size_t k = r.own_from; k < r.keys.size(); ++k)
+          if (rt.lookup(r.keys[k], &b)) own.push_back(r.keys[k]);
+        try {
+          rt.release_batch(own.data(), own.size(), false);
+        } catch (const Error &e) {
+          if (e.code() != CXLT_ERROR_NOT_FOUND) throw;
+          for (const Key &k : own) {
+            try {
+              rt.release(k, false);
+            } catch (const Error &e2) {
+              if (e2.code() != CXLT_ERROR_NOT_FOUND) throw;
+            }
+          }
+        }
         active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
         ++i;

@@ -305,8 +305,11 @@ namespace {
 // The prefill-burst workload (the batch and prefix calls): requests that share system prompts
 // find them cached, and every block checks out.
 TEST(RunCli, PrefillBurstWorkloadRuns) {
+  // Blocks of 8 layers (0.5 MiB): the same workload at a tenth of the bytes copied, so that it
+  // stays well within run_limited's 60 s under ThreadSanitizer (about 11 s; 5 MiB blocks took
+  // longer than 60 s there).
   auto r = run_limited({"run", "--topology", "emulated", "--workload", "prefill-burst", "--steps", "20", "--quiet",
-                        "--seed", "3"});
+                        "--seed", "3", "--set", "runtime.huge_pages=none", "--set", "geometry.layers=8"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("integrity errors: 0"), std::string::npos) << r.out;
   const size_t at = r.out.find("saved by prefix hits ");
@@ -326,6 +329,18 @@ TEST(RunCli, PrefillBurstWorkloadRuns) {
 // 0.3 / 0.1, promotion always and 4 migration threads, a check that read blocks unpinned
 // reported a false integrity error "at the end" in about 1 run in 5 of these (4 of 20 runs);
 // 25 runs make a miss unlikely. Blocks read pinned never move, so every run must check out.
+// Tiers too small to keep a request's blocks until it ends: some are evicted between steps, and
+// the request's end releases those still cached (it used to end the run: release_batch refused
+// the whole batch for one block no longer resident).
+TEST(RunCli, PrefillBurstReleasesOnlyTheBlocksStillCached) {
+  auto r = run_limited({"run", "--topology", "emulated", "--workload", "prefill-burst", "--steps", "20", "--quiet",
+                        "--seed", "3", "--set", "runtime.huge_pages=none", "--set", "geometry.layers=8", "--set",
+                        "tiers.0.kind=hbm", "--set", "tiers.0.budget=8MiB", "--set", "tiers.1.kind=dram", "--set",
+                        "tiers.1.budget=16MiB", "--set", "tiers.2.kind=cxl", "--set", "tiers.2.budget=32MiB"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("integrity errors: 0"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
   // CXLT_TEST_END_CHECK_RUNS: 25 in the plain build; the sanitizer stages run a few.
   const char *runs_env = std::getenv("CXLT_TEST_END_CHECK_RUNS");
