@@ -105,13 +105,19 @@ Topology embedded_default_topology() {
   return topo::embedded_default_on(host, bytes);
 }
 
+namespace {
+// The topology specs that name no file. kEmbedded is the embedded default topology (a topology,
+// whatever backends its tiers later get), spelled once here.
+constexpr std::string_view kAuto = "auto", kThisSystem = "this-system", kEmbedded = "emulated";
+}  // namespace
+
 bool is_topology_keyword(std::string_view spec) noexcept {
-  return spec.empty() || spec == "auto" || spec == "this-system" || spec == "emulated";
+  return spec.empty() || spec == kAuto || spec == kThisSystem || spec == kEmbedded;
 }
 
 Topology discover_topology(std::string_view spec) {
-  if (spec == "emulated") return embedded_default_topology();
-  if (spec == "this-system") return discover_this_system();
+  if (spec == kEmbedded) return embedded_default_topology();
+  if (spec == kThisSystem) return discover_this_system();
   if (!is_topology_keyword(spec)) return load_topology_xml(std::string(spec));
 
   Topology live = discover_this_system();
