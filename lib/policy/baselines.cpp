@@ -50,6 +50,12 @@ public:
     k1_.resize(n, 0);
     k2_.resize(n, 0);
   }
+  void plan_ids(size_t n) override {
+    version_.reserve(n);
+    live_.reserve(n);
+    k1_.reserve(n);
+    k2_.reserve(n);
+  }
   void insert(NodeId id, const Key &, const PolicyState &st) noexcept override {
     cxlt_assert(id < live_.size() && !live_[id]);
     live_[id] = 1;
@@ -176,6 +182,10 @@ public:
     KeyedPolicy::reserve_ids(n);
     if (n > next_.size()) next_.resize(n, std::numeric_limits<uint64_t>::max());
   }
+  void plan_ids(size_t n) override {
+    KeyedPolicy::plan_ids(n);
+    next_.reserve(n);
+  }
   void set_next_use(NodeId id, uint64_t next) noexcept override { next_[id] = next; }
 
 protected:
@@ -211,6 +221,11 @@ public:
     list_.resize(n, kNone);
     prev_.resize(n, kNoNode);
     next_.resize(n, kNoNode);
+  }
+  void plan_ids(size_t n) override {
+    list_.reserve(n);
+    prev_.reserve(n);
+    next_.reserve(n);
   }
   void before_admit(NodeId x, const Key &) noexcept override {
     pending_ = Pending{};

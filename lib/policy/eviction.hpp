@@ -57,6 +57,10 @@ public:
   virtual const char *name() const noexcept = 0;
   // Ids below n may be used from now on (called when the store grows; may allocate).
   virtual void reserve_ids(size_t n) = 0;
+  // Address room for ids below n, reserved now and touched only as reserve_ids reaches it: a
+  // runtime opened with a bounded store plans its capacity, so that growing up to it later never
+  // reallocates, and opening costs no page faults for ids never issued (may allocate).
+  virtual void plan_ids(size_t /*n*/) {}
   virtual void insert(NodeId id, const Key &key, const PolicyState &st) noexcept = 0;
   virtual void erase(NodeId id, EraseReason why) noexcept = 0;
   virtual void access(NodeId id, const PolicyState &st) noexcept = 0;

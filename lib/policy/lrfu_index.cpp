@@ -87,6 +87,11 @@ void LrfuIndex::reserve_ids(size_t n) {
   live_.reserve(n);
 }
 
+void LrfuIndex::plan_ids(size_t n) {
+  ids_.reserve(n);
+  live_.reserve(n);
+}
+
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
   // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
   // over B + 1 edges: log2(B) comparisons, each a conditional move rather than a branch

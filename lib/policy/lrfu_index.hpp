@@ -53,6 +53,7 @@ public:
 
   const char *name() const noexcept override { return "lrfu"; }
   void reserve_ids(size_t n) override;
+  void plan_ids(size_t n) override;
   void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
   void erase(NodeId id, EraseReason why) noexcept override;
   void access(NodeId id, const PolicyState &st) noexcept override;

@@ -247,12 +247,13 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
                      cfg.lrfu.beta, score_mode_name(cfg.lrfu.mode));
     }
   }
-  m->ensure_policy_ids();
+  // A bounded store plans its capacity in every index (address room, no pages touched), and the
+  // ids issued so far are made usable; later ids grow the arrays within that room as they come.
   if (cfg.store_capacity) {
-    for (TierRt &t : m->tiers) t.policy->reserve_ids(cfg.store_capacity);
-    m->policy_ids = std::max<size_t>(m->policy_ids, cfg.store_capacity);
-    if (cfg.policy == PolicyKind::opt) m->opt_next.resize(m->policy_ids, UINT64_MAX);
+    for (TierRt &t : m->tiers) t.policy->plan_ids(cfg.store_capacity);
+    if (cfg.policy == PolicyKind::opt) m->opt_next.reserve(cfg.store_capacity);
   }
+  m->ensure_policy_ids();
 
   if (cfg.copy_kernel == "memcpy") {
     m->kernel_down = m->kernel_up = CopyKernel::memcpy;
