@@ -3,6 +3,8 @@
 // policy state, the decode clock and checkpoints. Admission is in admission.cpp.
 #include "runtime/runtime_impl.hpp"
 
+#include "runtime/flag_guard.hpp"
+
 #include <cxltier/error.hpp>
 
 #include <chrono>
@@ -144,18 +146,10 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
     // Making room releases the lock while a demotion copies. The block is held (kFlagHeld: no
     // victim, not moved, release(forget) waits) rather than pinned, so that a pin the engine
     // takes meanwhile is its own and is seen below, and a stray unpin is still refused.
-    e.flags |= kFlagHeld;
-    auto unhold = [&] {
-      (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagHeld);
-      m.moved_cv.notify_all();
-    };
-    try {
+    {
+      FlagGuard held(m, id, kFlagHeld);
       m.make_room(lk, tier, kNoNode, 0);
-    } catch (...) {
-      unhold();
-      throw;
     }
-    unhold();
     const StoreEntry &after = (*m.store)[id];
     if (after.tier < 0 || (after.flags & kFlagMoving)) not_found(key, "move");
     if (after.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " was pinned while room was made for it");

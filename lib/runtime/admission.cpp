@@ -5,6 +5,8 @@
 // stats.cpp; opening in runtime_open.cpp; the migration protocol in migration.cpp.
 #include "runtime/runtime_impl.hpp"
 
+#include "runtime/flag_guard.hpp"
+
 #include "core/assert.hpp"
 
 #include <cxltier/error.hpp>
@@ -203,29 +205,14 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   m.restore_or_reset(id, &restored);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
   e.st.tick = ++m.tick;
-  e.flags |= kFlagAdmitting;
+  FlagGuard admitting(m, id, kFlagAdmitting, UndoAdmission{m, id, before, restored});
   m.store->set_resident(id, true);  // never forgotten while being placed
-  try {
-    m.place(lk, id);
-  } catch (...) {
-    StoreEntry &f = (*m.store)[id];
-    f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-    if (f.tier < 0) {
-      f.st = before;
-      if (restored) --m.restored;
-      m.store->set_resident(id, false);
-      if (before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);  // a key never seen: no state at all
-    }
-    m.moved_cv.notify_all();
-    throw;
-  }
+  m.place(lk, id);
   // The remote tier: a verified copy fills the new slot and the admission is not a miss.
   const bool fetched = m.fetch_remote(lk, id);
   if (!fetched) ++m.misses;
-  StoreEntry &f = (*m.store)[id];
-  f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-  if (pin) ++f.pins;
-  m.moved_cv.notify_all();
+  admitting.done();
+  if (pin) ++(*m.store)[id].pins;
   if (!m.cfg.synchronous) m.mover_cv.notify_one();
   if (placed) *placed = !fetched;
   return m.block_of(id);
@@ -279,23 +266,19 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
       }
     }
   }
-  e.flags |= kFlagAdmitting;
-  m.store->set_resident(id, true);
-  try {
-    m.place(lk, id);
-  } catch (...) {
-    StoreEntry &f = (*m.store)[id];
-    f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+  // A failed placement undoes only the residency mark: the reference's state update and its
+  // miss stay counted.
+  auto unresident = [&m, id](StoreEntry &f) noexcept {
     if (f.tier < 0) m.store->set_resident(id, false);
-    m.moved_cv.notify_all();
-    throw;
-  }
+  };
+  FlagGuard admitting(m, id, kFlagAdmitting, unresident);
+  m.store->set_resident(id, true);
+  m.place(lk, id);
   if (m.fetch_remote(lk, id)) {  // the remote tier had it: not a miss after all
     --m.misses;
     res.remote_hit = true;
   }
-  (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagAdmitting);
-  m.moved_cv.notify_all();
+  admitting.done();
   ++m.accesses;
   res.admitted = true;
   return res;

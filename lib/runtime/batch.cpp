@@ -11,6 +11,8 @@
 // backend failed), the blocks this call placed are freed again with their state as before.
 #include "runtime/runtime_impl.hpp"
 
+#include "runtime/flag_guard.hpp"
+
 #include "core/assert.hpp"
 
 #include <cxltier/error.hpp>
@@ -140,19 +142,9 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       m.restore_or_reset(id, &u.restored);
       e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
       e.st.tick = ++m.tick;
-      e.flags |= kFlagAdmitting;
+      FlagGuard admitting(m, id, kFlagAdmitting, UndoAdmission{m, id, u.before, u.restored});
       m.store->set_resident(id, true);
-      try {
-        m.place(lk, id);
-      } catch (...) {
-        StoreEntry &f = (*m.store)[id];
-        f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-        f.st = u.before;
-        if (u.restored) --m.restored;
-        m.store->set_resident(id, false);
-        if (u.before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);
-        throw;
-      }
+      m.place(lk, id);
       ++(*m.store)[id].pins;
       s.undo.push_back(u);  // from here on the rollback frees it
       const bool fetched = m.fetch_remote(lk, id);
@@ -160,9 +152,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
         ++m.misses;
         s.undo.back().counted_miss = true;
       }
-      StoreEntry &f = (*m.store)[id];
-      f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-      m.moved_cv.notify_all();
+      admitting.done();
     }
   } catch (...) {
     rollback();
