@@ -15,6 +15,7 @@
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
 #include "runtime/access_log.hpp"
+#include "runtime/counters.hpp"
 #include "runtime/remote.hpp"
 #include "runtime/placement.hpp"
 #include "memory/backend.hpp"
@@ -55,8 +56,9 @@ struct TierRt {
   std::unique_ptr<BlockPool> pool;
   std::unique_ptr<EvictionPolicy> policy;
   uint32_t moving_out = 0;  // blocks being copied out of this tier (their slots still held)
-  uint64_t hits = 0;
-  uint64_t admissions = 0;
+#define CXLT_X(name) uint64_t name = 0;
+  CXLT_TIER_COUNTERS(CXLT_X)  // counters.hpp
+#undef CXLT_X
 };
 
 struct MoveJob {
@@ -107,11 +109,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t tick = 0;  // reference counter (LRU/LFU order within a step)
   uint64_t checkpoint_at_step = 0;
 
-  // Counters (under mu).
-  uint64_t accesses = 0, misses = 0, promotions = 0, demotions = 0, drops = 0, restored = 0, failures = 0;
-  uint64_t pair_bytes[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
-  uint64_t pair_blocks[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
-  uint64_t pair_ns[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  // Counters (under mu), listed in counters.hpp.
+#define CXLT_X(member, name) uint64_t member = 0;
+  CXLT_RUNTIME_COUNTERS(CXLT_X)
+#undef CXLT_X
+#define CXLT_X(name) uint64_t name[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  CXLT_PAIR_COUNTERS(CXLT_X)
+#undef CXLT_X
 
   std::vector<NodeId> scratch;  // per-call scratch under mu (keeps its capacity)
   std::vector<uint64_t> opt_next;  // OPT: each block's next reference (trace replay)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the runtime reports: the stats (C struct and JSON), per-tier info, the copy method of
-// each tier pair, and validate(), the consistency check the tests run after every operation.
+// What the runtime reports: the stats (C struct and JSON, from the counter lists of
+// counters.hpp), per-tier info, the copy method of each tier pair, and validate(), the
+// consistency check the tests run after every operation.
 #include "runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
@@ -8,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cxltier {
@@ -26,32 +29,25 @@ cxlt_stats_t Runtime::stats() const {
     s.tier[i].budget_bytes = t.pool->budget_bytes();
     s.tier[i].used_bytes = t.pool->bytes_used();
     s.tier[i].blocks = t.pool->slots_used();
-    s.tier[i].hits = t.hits;
-    s.tier[i].admissions = t.admissions;
+#define CXLT_X(name) s.tier[i].name = t.name;
+    CXLT_TIER_COUNTERS(CXLT_X)
+#undef CXLT_X
   }
-  s.accesses = m.accesses;
-  s.misses = m.misses;
-  s.promotions = m.promotions;
-  s.demotions = m.demotions;
-  s.drops = m.drops;
-  s.readmissions_restored = m.restored;
-  s.migration_failures = m.failures;
-  for (size_t i = 0; i < CXLT_MAX_TIERS; ++i)
-    for (size_t j = 0; j < CXLT_MAX_TIERS; ++j) {
-      s.pair_bytes[i][j] = m.pair_bytes[i][j];
-      s.pair_blocks[i][j] = m.pair_blocks[i][j];
-      s.pair_ns[i][j] = m.pair_ns[i][j];
-    }
+#define CXLT_X(member, name) s.name = m.member;
+  CXLT_RUNTIME_COUNTERS(CXLT_X)
+#undef CXLT_X
+#define CXLT_X(name)                                    \
+  static_assert(sizeof s.name == sizeof m.name, #name); \
+  std::memcpy(s.name, m.name, sizeof s.name);
+  CXLT_PAIR_COUNTERS(CXLT_X)
+#undef CXLT_X
   s.store_entries = m.store->size();
   s.store_forgotten = m.store->forgotten_total();
   if (m.remote) {
     const RemoteCounters rc = m.remote->counters();
-    s.remote_hits = rc.hits;
-    s.remote_misses = rc.misses;
-    s.remote_writeouts = rc.writeouts;
-    s.remote_failures = rc.failures;
-    s.remote_bytes_out = rc.bytes_out;
-    s.remote_bytes_in = rc.bytes_in;
+#define CXLT_X(name) s.remote_##name = rc.name;
+    CXLT_REMOTE_STATS_COUNTERS(CXLT_X)
+#undef CXLT_X
   }
   const PlacementMeasure pm = m.measure_placement();
   s.inversions = pm.inversions;
@@ -70,25 +66,23 @@ std::string Runtime::stats_json() const {
   nlohmann::json tiers = nlohmann::json::array();
   for (uint32_t i = 0; i < s.tier_count; ++i) {
     const TierRt &t = impl_->tiers[i];
-    tiers.push_back({{"rank", i},
-                     {"name", t.name},
-                     {"kind", tier_kind_name(t.kind)},
-                     {"backend", t.backend_name},
-                     {"emulated", t.emulated},
-                     {"budget_bytes", s.tier[i].budget_bytes},
-                     {"used_bytes", s.tier[i].used_bytes},
-                     {"blocks", s.tier[i].blocks},
-                     {"hits", s.tier[i].hits},
-                     {"admissions", s.tier[i].admissions}});
+    nlohmann::json tj = {{"rank", i},
+                         {"name", t.name},
+                         {"kind", tier_kind_name(t.kind)},
+                         {"backend", t.backend_name},
+                         {"emulated", t.emulated},
+                         {"budget_bytes", s.tier[i].budget_bytes},
+                         {"used_bytes", s.tier[i].used_bytes},
+                         {"blocks", s.tier[i].blocks}};
+#define CXLT_X(name) tj[#name] = s.tier[i].name;
+    CXLT_TIER_COUNTERS(CXLT_X)
+#undef CXLT_X
+    tiers.push_back(std::move(tj));
   }
   j["tiers"] = tiers;
-  j["accesses"] = s.accesses;
-  j["misses"] = s.misses;
-  j["promotions"] = s.promotions;
-  j["demotions"] = s.demotions;
-  j["drops"] = s.drops;
-  j["readmissions_restored"] = s.readmissions_restored;
-  j["migration_failures"] = s.migration_failures;
+#define CXLT_X(member, name) j[#name] = s.name;
+  CXLT_RUNTIME_COUNTERS(CXLT_X)
+#undef CXLT_X
   nlohmann::json pairs = nlohmann::json::array();
   for (uint32_t a = 0; a < s.tier_count; ++a)
     for (uint32_t b = 0; b < s.tier_count; ++b) {
@@ -110,10 +104,12 @@ std::string Runtime::stats_json() const {
   j["store"] = {{"entries", s.store_entries}, {"forgotten", s.store_forgotten}, {"capacity", impl_->cfg.store_capacity}};
   if (impl_->remote) {
     const RemoteCounters rc = impl_->remote->counters();
-    j["remote"] = {{"engine", impl_->remote->describe()}, {"hits", rc.hits}, {"misses", rc.misses},
-                   {"writeouts", rc.writeouts}, {"failures", rc.failures}, {"bytes_out", rc.bytes_out},
-                   {"bytes_in", rc.bytes_in}, {"skipped", rc.skipped}, {"corrupt", rc.corrupt},
-                   {"timeouts", rc.timeouts}, {"moved", rc.moved}, {"ask", rc.ask}, {"refreshes", rc.refreshes}};
+    nlohmann::json r = {{"engine", impl_->remote->describe()}};
+#define CXLT_X(name) r[#name] = rc.name;
+    CXLT_REMOTE_STATS_COUNTERS(CXLT_X)
+    CXLT_REMOTE_JSON_COUNTERS(CXLT_X)
+#undef CXLT_X
+    j["remote"] = std::move(r);
   } else {
     j["remote"] = nullptr;
   }
