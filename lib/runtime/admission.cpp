@@ -12,6 +12,7 @@
 #include <cxltier/error.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace cxltier {
 
@@ -170,6 +171,23 @@ bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
   return ok;
 }
 
+namespace {
+// [mu held] Places block `id`, resident nowhere and its state updated for this admission, in
+// the fastest tier with room (making room when every tier is full), flagged admitting while
+// the lock is released; then the remote tier fills its slot when it holds the block. True when
+// it did (the admission is then not a miss). On an exception the flag is cleared, `undo` runs
+// (flag_guard.hpp) and waiters are woken.
+template <class Undo>
+bool place_admitted(Runtime::Impl &m, std::unique_lock<std::mutex> &lk, NodeId id, Undo undo) {
+  FlagGuard admitting(m, id, kFlagAdmitting, std::move(undo));
+  m.store->set_resident(id, true);  // never forgotten while being placed
+  m.place(lk, id);
+  const bool fetched = m.fetch_remote(lk, id);
+  admitting.done();
+  return fetched;
+}
+}  // namespace
+
 // --- Runtime ---------------------------------------------------------------------------------
 
 Block Runtime::admit(const Key &key, bool *placed, bool pin) {
@@ -205,13 +223,9 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   m.restore_or_reset(id, &restored);
   e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
   e.st.tick = ++m.tick;
-  FlagGuard admitting(m, id, kFlagAdmitting, UndoAdmission{m, id, before, restored});
-  m.store->set_resident(id, true);  // never forgotten while being placed
-  m.place(lk, id);
   // The remote tier: a verified copy fills the new slot and the admission is not a miss.
-  const bool fetched = m.fetch_remote(lk, id);
+  const bool fetched = place_admitted(m, lk, id, UndoAdmission{m, id, before, restored});
   if (!fetched) ++m.misses;
-  admitting.done();
   if (pin) ++(*m.store)[id].pins;
   if (!m.cfg.synchronous) m.mover_cv.notify_one();
   if (placed) *placed = !fetched;
@@ -233,9 +247,9 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   StoreEntry &e = (*m.store)[id];
   if (e.tier >= 0) {
     res.hit_tier = e.tier;
-    if (m.cfg.policy == PolicyKind::opt) {
+    if (m.cfg.policy == PolicyKind::opt) {  // every tier's policy: it may be demoted into another
       m.opt_next[id] = next_use;
-      m.tiers[e.tier].policy->set_next_use(id, next_use);
+      for (TierRt &t : m.tiers) t.policy->set_next_use(id, next_use);
     }
     m.note_access(id, attention);
     if (m.cfg.synchronous && m.cfg.promotion != PromotionRule::never) m.promote_sync(lk, id);
@@ -252,33 +266,25 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   if (m.cfg.policy == PolicyKind::opt) {
     m.opt_next[id] = next_use;
     for (TierRt &t : m.tiers) t.policy->set_next_use(id, next_use);
-    // Belady with the incoming block admitted first: when every tier is full and the incoming
-    // block's next use is farther than the last tier's victim's, it is the one evicted.
-    bool room = false;
-    for (TierRt &t : m.tiers) room = room || !t.pool->full();
-    if (!room) {
-      NodeId v = m.tiers[m.last_tier()].policy->victim(m.now, m.eligible());
-      const uint64_t never = UINT64_MAX, vnext = v == kNoNode ? 0 : m.opt_next[v];
-      if (v != kNoNode && (next_use > vnext || (next_use == never && vnext == never))) {
-        ++m.tiers[m.last_tier()].admissions;  // admitted and evicted at once
-        ++m.drops;
-        return res;
-      }
-    }
+  }
+  // When every tier is full the last tier's policy may keep the block out (OPT: its next use is
+  // the farthest): it is admitted and evicted at once.
+  bool room = false;
+  for (const TierRt &t : m.tiers) room = room || !t.pool->full();
+  if (!room && m.tiers[m.last_tier()].policy->bypass(id, m.now, m.eligible())) {
+    ++m.tiers[m.last_tier()].admissions;
+    ++m.drops;
+    return res;
   }
   // A failed placement undoes only the residency mark: the reference's state update and its
   // miss stay counted.
   auto unresident = [&m, id](StoreEntry &f) noexcept {
     if (f.tier < 0) m.store->set_resident(id, false);
   };
-  FlagGuard admitting(m, id, kFlagAdmitting, unresident);
-  m.store->set_resident(id, true);
-  m.place(lk, id);
-  if (m.fetch_remote(lk, id)) {  // the remote tier had it: not a miss after all
+  if (place_admitted(m, lk, id, unresident)) {  // the remote tier had it: not a miss after all
     --m.misses;
     res.remote_hit = true;
   }
-  admitting.done();
   ++m.accesses;
   res.admitted = true;
   return res;
