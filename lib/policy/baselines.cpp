@@ -187,6 +187,14 @@ public:
     next_.reserve(n);
   }
   void set_next_use(NodeId id, uint64_t next) noexcept override { next_[id] = next; }
+  // The incoming block goes when its next use is farther than the victim's, or when neither is
+  // used again.
+  bool bypass(NodeId id, uint64_t now, Eligible eligible) noexcept override {
+    const NodeId v = victim(now, eligible);
+    if (v == kNoNode) return false;
+    constexpr uint64_t never = std::numeric_limits<uint64_t>::max();
+    return next_[id] > next_[v] || (next_[id] == never && next_[v] == never);
+  }
 
 protected:
   void keys(NodeId id, const PolicyState &st, bool, uint64_t &k1, uint64_t &k2) noexcept override {

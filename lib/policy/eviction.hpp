@@ -72,6 +72,10 @@ public:
   virtual size_t size() const noexcept = 0;
   // OPT only: the step at which `id` is referenced next (UINT64_MAX: never).
   virtual void set_next_use(NodeId /*id*/, uint64_t /*next*/) noexcept {}
+  // Asked on a miss of `id` (not resident here) when every tier is full: true when the policy
+  // would evict the incoming block itself rather than victim(now, eligible), so that it is
+  // admitted and evicted at once. OPT: Belady with the incoming block a candidate. Others: false.
+  virtual bool bypass(NodeId /*id*/, uint64_t /*now*/, Eligible /*eligible*/) noexcept { return false; }
   // Check internal invariants (tests, debug level 3). Returns an empty string when valid.
   virtual std::string validate() const { return {}; }
 };

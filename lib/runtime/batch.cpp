@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The batch calls: one prefill's admissions, the longest resident prefix of a request (pinned in
 // one step), and release/unpin of many blocks. Each takes the lock once, checks the whole batch,
-// and applies none of it on an error: the single-block rules of runtime.cpp, applied in order.
+// and applies none of it on an error: the single-block rules of admission.cpp and access.cpp,
+// applied in order.
 //
 // admit_batch keeps every block of the batch pinned by the runtime while it places the rest
 // (the lock is released while demotions copy), so that no block of the batch can be the victim
@@ -9,6 +10,8 @@
 // placement fails after others succeeded (another thread took the room the check counted, a
 // backend failed), the blocks this call placed are freed again with their state as before.
 #include "runtime/runtime_impl.hpp"
+
+#include "runtime/flag_guard.hpp"
 
 #include "core/assert.hpp"
 
@@ -139,19 +142,9 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       m.restore_or_reset(id, &u.restored);
       e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
       e.st.tick = ++m.tick;
-      e.flags |= kFlagAdmitting;
+      FlagGuard admitting(m, id, kFlagAdmitting, UndoAdmission{m, id, u.before, u.restored});
       m.store->set_resident(id, true);
-      try {
-        m.place(lk, id);
-      } catch (...) {
-        StoreEntry &f = (*m.store)[id];
-        f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-        f.st = u.before;
-        if (u.restored) --m.restored;
-        m.store->set_resident(id, false);
-        if (u.before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);
-        throw;
-      }
+      m.place(lk, id);
       ++(*m.store)[id].pins;
       s.undo.push_back(u);  // from here on the rollback frees it
       const bool fetched = m.fetch_remote(lk, id);
@@ -159,9 +152,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
         ++m.misses;
         s.undo.back().counted_miss = true;
       }
-      StoreEntry &f = (*m.store)[id];
-      f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
-      m.moved_cv.notify_all();
+      admitting.done();
     }
   } catch (...) {
     rollback();

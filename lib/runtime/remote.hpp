@@ -7,6 +7,8 @@
 // remote copy is a cache the engine (Redis) may evict at will.
 #pragma once
 
+#include "runtime/counters.hpp"
+
 #include <cxltier/config.hpp>
 #include <cxltier/key.hpp>
 
@@ -18,20 +20,12 @@
 
 namespace cxltier {
 
-// Counters since open (monotone; read without the runtime's lock).
+// Counters since open (monotone; read without the runtime's lock), listed in counters.hpp.
 struct RemoteCounters {
-  uint64_t hits = 0;        // fetches that found a verified copy (higher is better)
-  uint64_t misses = 0;      // fetches that did not (absent, failed or corrupt)
-  uint64_t writeouts = 0;   // blocks written out and acknowledged
-  uint64_t failures = 0;    // operations that failed: timeout, node down, error reply (fetch or write)
-  uint64_t bytes_out = 0;   // payload bytes written (headers excluded)
-  uint64_t bytes_in = 0;    // payload bytes fetched and verified
-  uint64_t skipped = 0;     // drops not written out: below the threshold or max_pending reached
-  uint64_t corrupt = 0;     // values refused by the header or checksum check (counted in misses)
-  uint64_t timeouts = 0;    // operations that ran into the deadline (counted in failures)
-  uint64_t moved = 0;       // -MOVED redirections followed
-  uint64_t ask = 0;         // -ASK redirections followed
-  uint64_t refreshes = 0;   // slot-table refreshes (CLUSTER SLOTS)
+#define CXLT_X(name) uint64_t name = 0;
+  CXLT_REMOTE_STATS_COUNTERS(CXLT_X)
+  CXLT_REMOTE_JSON_COUNTERS(CXLT_X)
+#undef CXLT_X
 };
 
 class RemoteTier {

@@ -15,6 +15,7 @@
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
 #include "runtime/access_log.hpp"
+#include "runtime/counters.hpp"
 #include "runtime/remote.hpp"
 #include "runtime/placement.hpp"
 #include "memory/backend.hpp"
@@ -55,8 +56,9 @@ struct TierRt {
   std::unique_ptr<BlockPool> pool;
   std::unique_ptr<EvictionPolicy> policy;
   uint32_t moving_out = 0;  // blocks being copied out of this tier (their slots still held)
-  uint64_t hits = 0;
-  uint64_t admissions = 0;
+#define CXLT_X(name) uint64_t name = 0;
+  CXLT_TIER_COUNTERS(CXLT_X)  // counters.hpp
+#undef CXLT_X
 };
 
 struct MoveJob {
@@ -107,11 +109,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t tick = 0;  // reference counter (LRU/LFU order within a step)
   uint64_t checkpoint_at_step = 0;
 
-  // Counters (under mu).
-  uint64_t accesses = 0, misses = 0, promotions = 0, demotions = 0, drops = 0, restored = 0, failures = 0;
-  uint64_t pair_bytes[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
-  uint64_t pair_blocks[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
-  uint64_t pair_ns[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  // Counters (under mu), listed in counters.hpp.
+#define CXLT_X(member, name) uint64_t member = 0;
+  CXLT_RUNTIME_COUNTERS(CXLT_X)
+#undef CXLT_X
+#define CXLT_X(name) uint64_t name[CXLT_MAX_TIERS][CXLT_MAX_TIERS] = {};
+  CXLT_PAIR_COUNTERS(CXLT_X)
+#undef CXLT_X
 
   std::vector<NodeId> scratch;  // per-call scratch under mu (keeps its capacity)
   std::vector<uint64_t> opt_next;  // OPT: each block's next reference (trace replay)
@@ -119,14 +123,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t checkpoint_written_tick = 0;  // under checkpoint_mu
   std::string last_move_error;  // message of the last failed copy (under mu)
 
-  // --- runtime.cpp
+  // --- admission.cpp
   static bool eligible_fn(const void *ctx, NodeId id) noexcept;
   Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this}; }
   NodeId find_or_insert(const Key &key);
   void ensure_policy_ids();
-  Block block_of(NodeId id) const noexcept;
-  uint64_t handle_of(NodeId id) const noexcept;
-  void note_access(NodeId id, float attention) noexcept;
   void install(NodeId id, int tier, SlotId slot);
   void drop(NodeId id);
   // The block leaves its tier (policy, pool, residency); its state stays in the store. drop()
@@ -136,6 +137,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
+
+  // --- access.cpp
+  Block block_of(NodeId id) const noexcept;
+  uint64_t handle_of(NodeId id) const noexcept;
+  void note_access(NodeId id, float attention) noexcept;
 
   // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
   // Every change of a block between resident in a tier and resident nowhere publishes its
@@ -173,7 +179,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, bool wait);
   WriteOut begin_writeout(NodeId id);
   void finish_writeout(const WriteOut &w, bool written);
-  // runtime.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
+  // admission.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
   // the lock released meanwhile. True when the slot holds the verified block.
   bool fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id);
 

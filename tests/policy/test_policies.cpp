@@ -388,6 +388,50 @@ TEST(Policies, PinnedBlocksAreNeverVictims) {
   }
 }
 
+// OPT keeps the incoming block out when its next use is farther than the victim's (or neither
+// is used again); the victim is the eligible resident block used farthest ahead.
+TEST(Policies, OptBypassesTheIncomingBlockUsedFarthestAhead) {
+  PolicyConfig cfg;
+  cfg.kind = PolicyKind::opt;
+  cfg.capacity_blocks = 2;
+  auto pol = make_policy(cfg);
+  pol->reserve_ids(8);
+  PolicyState st;
+  for (NodeId i = 0; i < 2; ++i) {
+    st.tick = i + 1;
+    pol->set_next_use(i, 10 * (i + 1));  // block 0 next at 10, block 1 at 20: block 1 is the victim
+    pol->insert(i, Key{0, i}, st);
+  }
+  ASSERT_EQ(pol->victim(0, Eligible::all()), 1u);
+  const NodeId in = 2;
+  pol->set_next_use(in, 30);
+  EXPECT_TRUE(pol->bypass(in, 0, Eligible::all()));
+  pol->set_next_use(in, 15);
+  EXPECT_FALSE(pol->bypass(in, 0, Eligible::all()));
+  pol->set_next_use(in, 20);  // a tie: the resident block goes
+  EXPECT_FALSE(pol->bypass(in, 0, Eligible::all()));
+  // Only block 0 eligible: its next use (10) is nearer than 15.
+  Eligible only0{[](const void *, NodeId id) noexcept { return id == 0; }, nullptr};
+  pol->set_next_use(in, 15);
+  EXPECT_TRUE(pol->bypass(in, 0, only0));
+  Eligible none{[](const void *, NodeId) noexcept { return false; }, nullptr};
+  EXPECT_FALSE(pol->bypass(in, 0, none)) << "no victim: the block is admitted (make_room decides)";
+  // Neither used again: the incoming block goes.
+  pol->set_next_use(1, UINT64_MAX);
+  st.tick = 3;
+  pol->access(1, st);
+  pol->set_next_use(in, UINT64_MAX);
+  EXPECT_TRUE(pol->bypass(in, 0, Eligible::all()));
+  // The other policies never bypass.
+  for (PolicyKind k : {PolicyKind::lrfu, PolicyKind::lru, PolicyKind::fifo, PolicyKind::lfu, PolicyKind::arc}) {
+    cfg.kind = k;
+    auto other = make_policy(cfg);
+    other->reserve_ids(8);
+    other->insert(0, Key{0, 0}, st);
+    EXPECT_FALSE(other->bypass(in, 0, Eligible::all())) << policy_kind_name(k);
+  }
+}
+
 TEST(Policies, Names) {
   EXPECT_EQ(parse_policy_kind("LRFU"), PolicyKind::lrfu);
   EXPECT_EQ(parse_policy_kind("arc"), PolicyKind::arc);
