@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The batch calls: one prefill's admissions, the longest resident prefix of a request (pinned in
 // one step), and release/unpin of many blocks. Each takes the lock once, checks the whole batch,
-// and applies none of it on an error: the single-block rules of runtime.cpp, applied in order.
+// and applies none of it on an error: the single-block rules of admission.cpp and access.cpp,
+// applied in order.
 //
 // admit_batch keeps every block of the batch pinned by the runtime while it places the rest
 // (the lock is released while demotions copy), so that no block of the batch can be the victim

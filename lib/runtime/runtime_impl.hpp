@@ -123,14 +123,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t checkpoint_written_tick = 0;  // under checkpoint_mu
   std::string last_move_error;  // message of the last failed copy (under mu)
 
-  // --- runtime.cpp
+  // --- admission.cpp
   static bool eligible_fn(const void *ctx, NodeId id) noexcept;
   Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this}; }
   NodeId find_or_insert(const Key &key);
   void ensure_policy_ids();
-  Block block_of(NodeId id) const noexcept;
-  uint64_t handle_of(NodeId id) const noexcept;
-  void note_access(NodeId id, float attention) noexcept;
   void install(NodeId id, int tier, SlotId slot);
   void drop(NodeId id);
   // The block leaves its tier (policy, pool, residency); its state stays in the store. drop()
@@ -140,6 +137,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
+
+  // --- access.cpp
+  Block block_of(NodeId id) const noexcept;
+  uint64_t handle_of(NodeId id) const noexcept;
+  void note_access(NodeId id, float attention) noexcept;
 
   // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
   // Every change of a block between resident in a tier and resident nowhere publishes its
@@ -178,7 +180,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, bool wait);
   WriteOut begin_writeout(NodeId id);
   void finish_writeout(const WriteOut &w, bool written);
-  // runtime.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
+  // admission.cpp: an admitted block (placed, flagged admitting) filled from the remote copy,
   // the lock released meanwhile. True when the slot holds the verified block.
   bool fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id);
 

@@ -84,7 +84,7 @@ std::string where(const Block &b) {
 
 // --- A block the engine pins while move() makes room for it does not move --------------------
 // The defect this catches:
-// Runtime::move (runtime.cpp) does ++pins, make_room (which releases the lock while a demotion
+// Runtime::move (access.cpp) does ++pins, make_room (which releases the lock while a demotion
 // copies), --pins, and then begins the move, asserting pins == 0. An engine that pins the block
 // in that window gets a pin that move() ignores: the move starts on a pinned block, and
 // begin_move's assertion aborts the process (CXLT_DEBUG_LEVEL >= 1; without it the pinned
@@ -241,7 +241,7 @@ std::string admit_pin_vs_store_growth() {
 
 // --- store.checkpoint_every_steps near 2^64 does not wrap the step test --------------------------
 // The defect this catches:
-// Runtime::step (runtime.cpp) checkpoints when `now >= checkpoint_at_step + every`. After a
+// Runtime::step (access.cpp) checkpoints when `now >= checkpoint_at_step + every`. After a
 // restart from a checkpoint (checkpoint_at_step = the saved step, > 0) a large `every` (the
 // config accepts up to 2^64-1, meaning "practically never") wraps the sum below `now`, and every
 // single step writes and fsyncs the whole store. `now - checkpoint_at_step >= every` cannot wrap.

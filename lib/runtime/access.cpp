@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+// Access to resident blocks: the access batches, lookup, pin/unpin, release, explicit moves,
+// policy state, the decode clock and checkpoints. Admission is in admission.cpp.
+#include "runtime/runtime_impl.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <chrono>
+
+namespace cxltier {
+
+namespace {
+[[noreturn]] void not_found(const Key &key, const char *what) {
+  fail(CXLT_ERROR_NOT_FOUND, what, ": block ", key.hex(), " is not resident in any tier");
+}
+}  // namespace
+
+uint64_t Runtime::Impl::handle_of(NodeId id) const noexcept {
+  return (static_cast<uint64_t>((*store)[id].generation) << 32) | id;
+}
+
+Block Runtime::Impl::block_of(NodeId id) const noexcept {
+  const StoreEntry &e = (*store)[id];
+  Block b;
+  b.tier = e.tier;
+  b.bytes = block_bytes;
+  b.handle = handle_of(id);
+  b.data = e.tier >= 0 ? tiers[e.tier].pool->address(e.slot) : nullptr;
+  return b;
+}
+
+void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
+  StoreEntry &e = (*store)[id];
+  uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
+  e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
+  e.st.last_access = now;
+  ++e.st.accesses;
+  e.st.tick = ++tick;
+  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+  TierRt &t = tiers[e.tier];
+  if ((e.flags & kFlagMoving) == 0) t.policy->access(id, e.st);
+  ++t.hits;
+  ++accesses;
+  if (e.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.flags & kFlagPromoteQueued) == 0 &&
+      promote_queue.size() < 65536) {
+    e.flags |= kFlagPromoteQueued;
+    promote_queue.push_back(id);
+  }
+}
+
+// --- Runtime ---------------------------------------------------------------------------------
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void Runtime::access(const Key *keys, const float *attention, size_t n) {
+  Impl &m = *impl_;
+  if (n != 0 && keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access: keys is NULL");
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  // Check the whole batch first: nothing is applied unless every entry is good.
+  m.scratch.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "access: attention[", i, "] = ", attention[i], " is outside [0, 1]");
+    NodeId id = m.store->find(keys[i]);
+    if (id == kNoNode || (*m.store)[id].tier < 0) not_found(keys[i], "access");
+    m.scratch.push_back(id);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 16 < n) m.prefetch_access(m.scratch[i + 16], false);
+    if (i + 8 < n) m.prefetch_access(m.scratch[i + 8], true);
+    m.note_access(m.scratch[i], attention ? attention[i] : 1.0f);
+  }
+  if (m.cfg.synchronous) {
+    // promote_sync may release the lock while it copies, and another thread's access() reuses
+    // m.scratch: find each key again (a block dropped meanwhile is simply not promoted).
+    if (m.cfg.promotion != PromotionRule::never)
+      for (size_t i = 0; i < n; ++i) {
+        const NodeId id = m.store->find(keys[i]);
+        if (id != kNoNode && (*m.store)[id].tier >= 0) m.promote_sync(lk, id);
+      }
+  } else if (!m.promote_queue.empty()) {
+    m.mover_cv.notify_one();
+  }
+}
+
+void Runtime::access_handles(const uint64_t *handles, const float *attention, size_t n) {
+  Impl &m = *impl_;
+  if (n != 0 && handles == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: handles is NULL");
+  if (m.log_access_handles(handles, attention, n)) return;  // recorded without the lock (access_log.cpp)
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  for (size_t i = 0; i < n; ++i) {
+    if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
+    NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
+    uint32_t gen = static_cast<uint32_t>(handles[i] >> 32);
+    if (!m.store->valid(id) || (*m.store)[id].generation != gen || (*m.store)[id].tier < 0)
+      fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
+           " is stale (its block was dropped or forgotten) or was never issued");
+  }
+  for (size_t i = 0; i < n; ++i) m.note_access(static_cast<NodeId>(handles[i] & 0xffffffffu), attention ? attention[i] : 1.0f);
+  if (m.cfg.synchronous) {
+    if (m.cfg.promotion != PromotionRule::never)
+      for (size_t i = 0; i < n; ++i) {
+        // Checked again: an earlier promote_sync may have released the lock.
+        const NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
+        if (m.store->valid(id) && (*m.store)[id].generation == static_cast<uint32_t>(handles[i] >> 32))
+          m.promote_sync(lk, id);
+      }
+  } else if (!m.promote_queue.empty()) {
+    m.mover_cv.notify_one();
+  }
+}
+
+bool Runtime::lookup(const Key &key, Block *out) {
+  Impl &m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.drain_accesses();
+  NodeId id = m.store->find(key);
+  if (id == kNoNode || (*m.store)[id].tier < 0) return false;
+  if (out) *out = m.block_of(id);
+  return true;
+}
+
+Block Runtime::move(const Key &key, int tier, bool wait) {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  if (tier < 0 || tier > m.last_tier())
+    fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
+  NodeId id = m.store->find(key);
+  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+    m.moved_cv.wait(lk);
+    id = m.store->find(key);
+  }
+  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "move");
+  StoreEntry &e = (*m.store)[id];
+  if (e.tier == tier) return m.block_of(id);
+  if (e.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " is pinned");
+  SlotId d = kInvalidSlot;
+  cxlt_result_t r = m.tiers[tier].pool->allocate(&d);
+  if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
+    // Making room releases the lock while a demotion copies. The block is held (kFlagHeld: no
+    // victim, not moved, release(forget) waits) rather than pinned, so that a pin the engine
+    // takes meanwhile is its own and is seen below, and a stray unpin is still refused.
+    e.flags |= kFlagHeld;
+    auto unhold = [&] {
+      (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagHeld);
+      m.moved_cv.notify_all();
+    };
+    try {
+      m.make_room(lk, tier, kNoNode, 0);
+    } catch (...) {
+      unhold();
+      throw;
+    }
+    unhold();
+    const StoreEntry &after = (*m.store)[id];
+    if (after.tier < 0 || (after.flags & kFlagMoving)) not_found(key, "move");
+    if (after.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " was pinned while room was made for it");
+    if (after.tier == tier) return m.block_of(id);
+    r = m.tiers[tier].pool->allocate(&d);
+  }
+  if (r != CXLT_OK)
+    fail(r == CXLT_ERROR_OUT_OF_TIER_MEMORY ? r : CXLT_ERROR_BACKEND, "move: tier '", m.tiers[tier].name,
+         "' has no slot to give: ", r == CXLT_ERROR_OUT_OF_TIER_MEMORY ? "every block in it is pinned or moving" : backend_last_error());
+  if (!wait || m.cfg.synchronous) {
+    if (m.cfg.synchronous) {
+      std::string err;
+      if (!m.move_now(lk, id, tier, d, &err)) fail(CXLT_ERROR_BACKEND, "move: copy failed (the block stays where it was): ", err);
+      return m.block_of(id);
+    }
+    m.schedule_move(id, tier, d);
+    return m.block_of(id);
+  }
+  std::string err;
+  if (!m.move_now(lk, id, tier, d, &err)) fail(CXLT_ERROR_BACKEND, "move: copy failed (the block stays where it was): ", err);
+  return m.block_of(id);
+}
+
+Block Runtime::pin(const Key &key) {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  NodeId id = m.store->find(key);
+  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+    m.moved_cv.wait(lk);  // protocol step 4: pins wait for a copy in flight, then pin where it landed
+    id = m.store->find(key);
+  }
+  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "pin");
+  StoreEntry &e = (*m.store)[id];
+  if (e.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "pin: block ", key.hex(), " is pinned 65535 times already");
+  ++e.pins;
+  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+  return m.block_of(id);
+}
+
+void Runtime::unpin(const Key &key) {
+  Impl &m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.drain_accesses();
+  NodeId id = m.store->find(key);
+  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "unpin");
+  StoreEntry &e = (*m.store)[id];
+  if (e.pins == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin: block ", key.hex(), " is not pinned");
+  --e.pins;
+}
+
+void Runtime::release(const Key &key, bool forget) {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  NodeId id = m.store->find(key);
+  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) {
+    m.moved_cv.wait(lk);
+    id = m.store->find(key);
+  }
+  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "release");
+  StoreEntry &e = (*m.store)[id];
+  if (e.pins != 0) fail(CXLT_ERROR_BUSY, "release: block ", key.hex(), " is pinned (", e.pins, " pins)");
+  if (!forget) {
+    if (e.flags & kFlagReleased) fail(CXLT_ERROR_INVALID_ARGUMENT, "release: block ", key.hex(), " was already released");
+    e.flags |= kFlagReleased;
+    return;
+  }
+  m.unplace(id, EraseReason::released);
+}
+
+bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
+  Impl &m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.drain_accesses();
+  NodeId id = m.store->find(key);
+  if (id == kNoNode || (*m.store)[id].st.tick == 0) return false;
+  const StoreEntry &e = (*m.store)[id];
+  if (out) {
+    out->score = lrfu_effective_score(e.st.score, m.now >= e.st.last_access ? m.now - e.st.last_access : 0, m.cfg.lrfu);
+    out->last_access_step = e.st.last_access;
+    out->accesses = e.st.accesses;
+    out->tier = e.tier;
+  }
+  return true;
+}
+
+void Runtime::step() {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  ++m.now;
+  if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now - m.checkpoint_at_step >= m.cfg.checkpoint_every_steps) {
+    m.checkpoint_at_step = m.now;
+    m.write_checkpoint_now(lk);
+  }
+}
+
+uint64_t Runtime::current_step() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->now;
+}
+
+bool Runtime::wait_idle(int64_t timeout_ms) {
+  Impl &m = *impl_;
+  std::unique_lock lk(m.mu);
+  return m.wait_settled(lk, timeout_ms);  // copies done and the tiers' order reconciled (placement.cpp)
+}
+
+void Runtime::checkpoint() {
+  Impl &m = *impl_;
+  if (m.cfg.store_path.empty())
+    fail(CXLT_ERROR_INVALID_ARGUMENT, "checkpoint: no store.path is configured (persistence is off)");
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  m.write_checkpoint_now(lk);
+}
+
+const RuntimeConfig &Runtime::config() const { return impl_->cfg; }
+const Topology &Runtime::topology() const { return impl_->topo; }
+
+}  // namespace cxltier

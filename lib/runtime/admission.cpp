@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+// Admission: finding or creating a block's state, placing it in the fastest tier with room
+// (making room by cascading demotions and drops), the remote tier's fetch, and the replay's
+// reference. Access, pins and moves are in access.cpp; stats and the consistency check in
+// stats.cpp; opening in runtime_open.cpp; the migration protocol in migration.cpp.
+#include "runtime/runtime_impl.hpp"
+
+#include "core/assert.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <algorithm>
+
+namespace cxltier {
+
+bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
+  const Impl *self = static_cast<const Impl *>(ctx);
+  const StoreEntry &e = (*self->store)[id];
+  return e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0;
+}
+
+void Runtime::Impl::ensure_policy_ids() {
+  size_t need = store->id_limit();
+  residency.ensure(need);
+  if (need <= policy_ids) return;
+  size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
+  for (TierRt &t : tiers) t.policy->reserve_ids(n);
+  if (cfg.policy == PolicyKind::opt) opt_next.resize(n, UINT64_MAX);
+  policy_ids = n;
+}
+
+NodeId Runtime::Impl::find_or_insert(const Key &key) {
+  NodeId id = store->find(key);
+  if (id != kNoNode) return id;
+  NodeId forgotten = kNoNode;
+  id = store->insert(key, &forgotten);
+  if (forgotten != kNoNode)
+    for (TierRt &t : tiers) t.policy->forget(forgotten);
+  ensure_policy_ids();
+  return id;
+}
+
+
+void Runtime::Impl::restore_or_reset(NodeId id, bool *restored_out) {
+  StoreEntry &e = (*store)[id];
+  bool seen = e.st.tick != 0;
+  bool did_restore = false;
+  if (seen) {
+    if (cfg.persist) {
+      did_restore = true;
+      ++restored;
+    } else {
+      e.st = PolicyState{};
+    }
+  }
+  if (restored_out) *restored_out = did_restore;
+}
+
+void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
+  residency.ensure(static_cast<size_t>(id) + 1);  // done when the id was issued (ensure_policy_ids): a no-op
+  StoreEntry &e = (*store)[id];
+  e.tier = static_cast<int8_t>(tier);
+  e.slot = slot;
+  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+  store->set_resident(id, true);
+  residency.publish(id, e.generation, true);
+  tiers[tier].policy->insert(id, e.key, e.st);
+  ++tiers[tier].admissions;
+}
+
+void Runtime::Impl::drop(NodeId id) {
+  unplace(id, EraseReason::evicted);
+  ++drops;
+}
+
+void Runtime::Impl::unplace(NodeId id, EraseReason why) {
+  StoreEntry &e = (*store)[id];
+  cxlt_assert(e.tier >= 0 && e.pins == 0 && (e.flags & kFlagMoving) == 0);
+  TierRt &t = tiers[e.tier];
+  t.policy->erase(id, why);
+  cxlt_result_t r = t.pool->free(e.slot);
+  cxlt_assert(r == CXLT_OK);
+  (void)r;
+  e.tier = -1;
+  e.slot = kInvalidSlot;
+  e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
+  store->set_resident(id, false);
+  residency.publish(id, e.generation, false);
+}
+
+// Free one slot in `tier` by demoting its victim one tier down (making room there first when
+// that tier is full), or dropping it from the last tier. Returns false when the tier has no
+// block that may move (every one pinned or already moving). May release the lock while a
+// demotion copies bytes.
+bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth) {
+  (void)incoming;
+  if (depth > static_cast<int>(tiers.size())) return false;
+  if (tier < last_tier() && tiers[tier + 1].pool->full()) make_room(lk, tier + 1, kNoNode, depth + 1);
+  NodeId v = tiers[tier].policy->victim(now, eligible());
+  if (v == kNoNode) return false;
+  if (tier == last_tier()) {
+    policy_drop(lk, v, /*wait=*/true);  // written out first when the remote tier is on
+    return true;
+  }
+  SlotId d = kInvalidSlot;
+  cxlt_result_t r = tiers[tier + 1].pool->allocate(&d);
+  if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
+    // Every tier below is full of pinned or moving blocks: the victim leaves the tiers here
+    // (its policy state stays in the store; written out first when the remote tier is on).
+    policy_drop(lk, v, /*wait=*/true);
+    return true;
+  }
+  if (r != CXLT_OK)
+    fail(r, "tier '", tiers[tier + 1].name, "' could not supply memory for a demotion: ", backend_last_error());
+  std::string err;
+  if (!move_now(lk, v, tier + 1, d, &err))
+    fail(CXLT_ERROR_BACKEND, "demoting a block from tier '", tiers[tier].name, "' to '", tiers[tier + 1].name,
+         "' failed (the block stays where it was): ", err);
+  return true;
+}
+
+// Put a non-resident block into the fastest tier with a free slot; when every tier is full,
+// make room (cascading demotions, dropping from the last tier) and retry.
+int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
+  int prepared = -1;  // tier whose policy saw before_admit (ARC adapts there, once)
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    for (int t = 0; t <= last_tier(); ++t) {
+      SlotId s = kInvalidSlot;
+      cxlt_result_t r = tiers[t].pool->allocate(&s);
+      if (r == CXLT_OK) {
+        if (prepared != t) tiers[t].policy->before_admit(id, (*store)[id].key);
+        install(id, t, s);
+        return t;
+      }
+      if (r != CXLT_ERROR_OUT_OF_TIER_MEMORY)
+        fail(r, "tier '", tiers[t].name, "' could not supply memory: ", backend_last_error());
+    }
+    if (prepared != 0) {
+      tiers[0].policy->before_admit(id, (*store)[id].key);
+      prepared = 0;
+    }
+    bool progress = false;
+    for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, id, 0);
+    // A cascade that found no victim in its own tier may still have freed a slot below it.
+    for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
+    if (!progress)
+      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned or moving (",
+           store->size(), " states, ", (*store)[id].key.hex(), " not admitted)");
+  }
+  fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "could not keep a free slot: other threads took every slot made free");
+}
+
+// The remote tier's fetch (remote.hpp). The block was just placed and is flagged admitting; it
+// is pinned while the lock is released so that no make_room picks it as a victim, nor a mover
+// moves it, while the client writes its slot. A miss leaves garbage in the slot, which is fine:
+// the caller is told placed = true and fills it.
+bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
+  StoreEntry &e = (*store)[id];
+  if (!remote || e.tier < 0 || tiers[e.tier].no_bytes) return false;
+  void *dst = tiers[e.tier].pool->address(e.slot);
+  if (dst == nullptr) return false;
+  const Key key = e.key;
+  ++e.pins;
+  lk.unlock();
+  const bool ok = remote->fetch(key, dst, block_bytes);
+  lk.lock();
+  --(*store)[id].pins;
+  return ok;
+}
+
+// --- Runtime ---------------------------------------------------------------------------------
+
+Block Runtime::admit(const Key &key, bool *placed, bool pin) {
+  Impl &m = *impl_;
+  if (placed) *placed = false;
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  // Find the key, and wait while another thread admits it (the lock is released while it is
+  // placed) or, for a pin, while a copy moves it. After every wait start over: meanwhile the
+  // block may have been dropped, its state forgotten and its NodeId given to another key, or the
+  // store's entries moved when it grew. A StoreEntry reference is taken after the last wait.
+  NodeId id = kNoNode;
+  while (true) {
+    id = m.find_or_insert(key);
+    const StoreEntry &w = (*m.store)[id];
+    if ((w.flags & kFlagAdmitting) || (pin && w.tier >= 0 && (w.flags & kFlagMoving))) {
+      m.moved_cv.wait(lk);
+      continue;
+    }
+    break;
+  }
+  StoreEntry &e = (*m.store)[id];
+  if (e.tier >= 0) {
+    if (pin) {
+      if (e.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit: block ", key.hex(), " is pinned 65535 times already");
+      ++e.pins;
+      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+    }
+    return m.block_of(id);
+  }
+  const PolicyState before = e.st;  // a refused admission leaves the state as it found it
+  bool restored = false;
+  m.restore_or_reset(id, &restored);
+  e.st.last_access = m.now;  // admission is a reference for recency (not for the score)
+  e.st.tick = ++m.tick;
+  e.flags |= kFlagAdmitting;
+  m.store->set_resident(id, true);  // never forgotten while being placed
+  try {
+    m.place(lk, id);
+  } catch (...) {
+    StoreEntry &f = (*m.store)[id];
+    f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+    if (f.tier < 0) {
+      f.st = before;
+      if (restored) --m.restored;
+      m.store->set_resident(id, false);
+      if (before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);  // a key never seen: no state at all
+    }
+    m.moved_cv.notify_all();
+    throw;
+  }
+  // The remote tier: a verified copy fills the new slot and the admission is not a miss.
+  const bool fetched = m.fetch_remote(lk, id);
+  if (!fetched) ++m.misses;
+  StoreEntry &f = (*m.store)[id];
+  f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+  if (pin) ++f.pins;
+  m.moved_cv.notify_all();
+  if (!m.cfg.synchronous) m.mover_cv.notify_one();
+  if (placed) *placed = !fetched;
+  return m.block_of(id);
+}
+
+ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t next_use) {
+  Impl &m = *impl_;
+  if (!(attention >= 0.0f && attention <= 1.0f))
+    fail(CXLT_ERROR_INVALID_ARGUMENT, "reference: attention = ", attention, " is outside [0, 1]");
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  ReferenceResult res;
+  NodeId id = m.find_or_insert(key);
+  while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread places it with the lock released
+    m.moved_cv.wait(lk);
+    id = m.find_or_insert(key);
+  }
+  StoreEntry &e = (*m.store)[id];
+  if (e.tier >= 0) {
+    res.hit_tier = e.tier;
+    if (m.cfg.policy == PolicyKind::opt) {
+      m.opt_next[id] = next_use;
+      m.tiers[e.tier].policy->set_next_use(id, next_use);
+    }
+    m.note_access(id, attention);
+    if (m.cfg.synchronous && m.cfg.promotion != PromotionRule::never) m.promote_sync(lk, id);
+    return res;
+  }
+  ++m.misses;
+  m.restore_or_reset(id, &res.restored);
+  // The reference itself: the state is updated before the block is placed.
+  uint64_t idle = m.now >= e.st.last_access ? m.now - e.st.last_access : 0;
+  e.st.score = lrfu_access(e.st.score, idle, attention, m.cfg.lrfu);
+  e.st.last_access = m.now;
+  ++e.st.accesses;
+  e.st.tick = ++m.tick;
+  if (m.cfg.policy == PolicyKind::opt) {
+    m.opt_next[id] = next_use;
+    for (TierRt &t : m.tiers) t.policy->set_next_use(id, next_use);
+    // Belady with the incoming block admitted first: when every tier is full and the incoming
+    // block's next use is farther than the last tier's victim's, it is the one evicted.
+    bool room = false;
+    for (TierRt &t : m.tiers) room = room || !t.pool->full();
+    if (!room) {
+      NodeId v = m.tiers[m.last_tier()].policy->victim(m.now, m.eligible());
+      const uint64_t never = UINT64_MAX, vnext = v == kNoNode ? 0 : m.opt_next[v];
+      if (v != kNoNode && (next_use > vnext || (next_use == never && vnext == never))) {
+        ++m.tiers[m.last_tier()].admissions;  // admitted and evicted at once
+        ++m.drops;
+        return res;
+      }
+    }
+  }
+  e.flags |= kFlagAdmitting;
+  m.store->set_resident(id, true);
+  try {
+    m.place(lk, id);
+  } catch (...) {
+    StoreEntry &f = (*m.store)[id];
+    f.flags = static_cast<uint8_t>(f.flags & ~kFlagAdmitting);
+    if (f.tier < 0) m.store->set_resident(id, false);
+    m.moved_cv.notify_all();
+    throw;
+  }
+  if (m.fetch_remote(lk, id)) {  // the remote tier had it: not a miss after all
+    --m.misses;
+    res.remote_hit = true;
+  }
+  (*m.store)[id].flags = static_cast<uint8_t>((*m.store)[id].flags & ~kFlagAdmitting);
+  m.moved_cv.notify_all();
+  ++m.accesses;
+  res.admitted = true;
+  return res;
+}
+
+}  // namespace cxltier

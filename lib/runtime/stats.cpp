@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the runtime reports: the stats (C struct and JSON), per-tier info, the copy method of
+// each tier pair, and validate(), the consistency check the tests run after every operation.
+#include "runtime/runtime_impl.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace cxltier {
+
+cxlt_stats_t Runtime::stats() const {
+  const Impl &m = *impl_;
+  std::lock_guard lk(m.mu);
+  const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
+  cxlt_stats_t s{};
+  s.size = sizeof s;
+  s.version = CXLT_STATS_VERSION;
+  s.tier_count = static_cast<uint32_t>(m.tiers.size());
+  for (size_t i = 0; i < m.tiers.size(); ++i) {
+    const TierRt &t = m.tiers[i];
+    s.tier[i].budget_bytes = t.pool->budget_bytes();
+    s.tier[i].used_bytes = t.pool->bytes_used();
+    s.tier[i].blocks = t.pool->slots_used();
+    s.tier[i].hits = t.hits;
+    s.tier[i].admissions = t.admissions;
+  }
+  s.accesses = m.accesses;
+  s.misses = m.misses;
+  s.promotions = m.promotions;
+  s.demotions = m.demotions;
+  s.drops = m.drops;
+  s.readmissions_restored = m.restored;
+  s.migration_failures = m.failures;
+  for (size_t i = 0; i < CXLT_MAX_TIERS; ++i)
+    for (size_t j = 0; j < CXLT_MAX_TIERS; ++j) {
+      s.pair_bytes[i][j] = m.pair_bytes[i][j];
+      s.pair_blocks[i][j] = m.pair_blocks[i][j];
+      s.pair_ns[i][j] = m.pair_ns[i][j];
+    }
+  s.store_entries = m.store->size();
+  s.store_forgotten = m.store->forgotten_total();
+  if (m.remote) {
+    const RemoteCounters rc = m.remote->counters();
+    s.remote_hits = rc.hits;
+    s.remote_misses = rc.misses;
+    s.remote_writeouts = rc.writeouts;
+    s.remote_failures = rc.failures;
+    s.remote_bytes_out = rc.bytes_out;
+    s.remote_bytes_in = rc.bytes_in;
+  }
+  const PlacementMeasure pm = m.measure_placement();
+  s.inversions = pm.inversions;
+  s.inversion_max_gap = pm.max_gap;
+  s.steps_since_no_inversion = m.placement.ever_clean ? m.now - m.placement.last_clean_step : m.now;
+  s.placement_blocks = pm.blocks;
+  return s;
+}
+
+std::string Runtime::stats_json() const {
+  cxlt_stats_t s = stats();
+  nlohmann::json j;
+  j["version"] = s.version;
+  j["step"] = current_step();
+  j["block_bytes"] = impl_->block_bytes;
+  nlohmann::json tiers = nlohmann::json::array();
+  for (uint32_t i = 0; i < s.tier_count; ++i) {
+    const TierRt &t = impl_->tiers[i];
+    tiers.push_back({{"rank", i},
+                     {"name", t.name},
+                     {"kind", tier_kind_name(t.kind)},
+                     {"backend", t.backend_name},
+                     {"emulated", t.emulated},
+                     {"budget_bytes", s.tier[i].budget_bytes},
+                     {"used_bytes", s.tier[i].used_bytes},
+                     {"blocks", s.tier[i].blocks},
+                     {"hits", s.tier[i].hits},
+                     {"admissions", s.tier[i].admissions}});
+  }
+  j["tiers"] = tiers;
+  j["accesses"] = s.accesses;
+  j["misses"] = s.misses;
+  j["promotions"] = s.promotions;
+  j["demotions"] = s.demotions;
+  j["drops"] = s.drops;
+  j["readmissions_restored"] = s.readmissions_restored;
+  j["migration_failures"] = s.migration_failures;
+  nlohmann::json pairs = nlohmann::json::array();
+  for (uint32_t a = 0; a < s.tier_count; ++a)
+    for (uint32_t b = 0; b < s.tier_count; ++b) {
+      if (a == b || s.pair_blocks[a][b] == 0) continue;
+      double sec = static_cast<double>(s.pair_ns[a][b]) / 1e9;
+      pairs.push_back({{"from", impl_->tiers[a].name},
+                       {"to", impl_->tiers[b].name},
+                       {"method", copy_method(a, b)},
+                       {"blocks", s.pair_blocks[a][b]},
+                       {"bytes", s.pair_bytes[a][b]},
+                       {"copy_seconds", sec},
+                       {"gbps", sec > 0 ? static_cast<double>(s.pair_bytes[a][b]) / sec / 1e9 : 0.0}});
+    }
+  j["pairs"] = pairs;
+  j["placement"] = {{"inversions", s.inversions},
+                    {"max_gap", s.inversion_max_gap},
+                    {"steps_since_no_inversion", s.steps_since_no_inversion},
+                    {"blocks_compared", s.placement_blocks}};
+  j["store"] = {{"entries", s.store_entries}, {"forgotten", s.store_forgotten}, {"capacity", impl_->cfg.store_capacity}};
+  if (impl_->remote) {
+    const RemoteCounters rc = impl_->remote->counters();
+    j["remote"] = {{"engine", impl_->remote->describe()}, {"hits", rc.hits}, {"misses", rc.misses},
+                   {"writeouts", rc.writeouts}, {"failures", rc.failures}, {"bytes_out", rc.bytes_out},
+                   {"bytes_in", rc.bytes_in}, {"skipped", rc.skipped}, {"corrupt", rc.corrupt},
+                   {"timeouts", rc.timeouts}, {"moved", rc.moved}, {"ask", rc.ask}, {"refreshes", rc.refreshes}};
+  } else {
+    j["remote"] = nullptr;
+  }
+  return j.dump(2);
+}
+
+size_t Runtime::tier_count() const { return impl_->tiers.size(); }
+
+cxlt_tier_info_t Runtime::tier_info(size_t rank) const {
+  const Impl &m = *impl_;
+  if (rank >= m.tiers.size()) fail(CXLT_ERROR_INVALID_ARGUMENT, "tier rank ", rank, " >= tier count ", m.tiers.size());
+  std::lock_guard lk(m.mu);
+  const TierRt &t = m.tiers[rank];
+  cxlt_tier_info_t info{};
+  info.rank = static_cast<int>(rank);
+  info.kind = static_cast<cxlt_tier_kind_t>(t.kind);
+  std::snprintf(info.name, sizeof info.name, "%s", t.name.c_str());
+  std::snprintf(info.backend, sizeof info.backend, "%s", t.backend_name.c_str());
+  info.budget_bytes = t.pool->budget_bytes();
+  info.used_bytes = t.pool->bytes_used();
+  info.blocks = t.pool->slots_used();
+  info.bandwidth_mib_s = t.bandwidth_mib_s;
+  info.latency_ns = t.latency_ns;
+  info.emulated = t.emulated ? 1 : 0;
+  return info;
+}
+
+std::string Runtime::copy_method(size_t from, size_t to) const {
+  const Impl &m = *impl_;
+  if (from >= m.tiers.size() || to >= m.tiers.size()) return "?";
+  const TierRt &a = m.tiers[from], &b = m.tiers[to];
+  if (a.no_bytes && b.no_bytes) return "none";
+  const uint32_t at = a.backend->ops().traits, bt = b.backend->ops().traits;
+  if (b.backend->supports(TierOp::copy_in) && (bt & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + b.backend_name;
+  if ((bt & CXLT_TRAIT_PACES) && b.backend->params().pace_mib_s > 0) return "backend:" + b.backend_name + "-paced";
+  if (a.backend->supports(TierOp::copy_out) && (at & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + a.backend_name;
+  return copy_kernel_name(resolve_copy_kernel(to > from ? m.kernel_down : m.kernel_up));
+}
+
+std::string Runtime::validate() const {
+  const Impl &m = *impl_;
+  std::lock_guard lk(m.mu);
+  const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
+  std::string err;
+  std::vector<uint32_t> per_tier(m.tiers.size(), 0), moving(m.tiers.size(), 0);
+  m.store->for_each([&](NodeId id, const StoreEntry &e) {
+    const uint64_t word = e.tier >= 0 ? (static_cast<uint64_t>(e.generation) << 1) | 1u : 0;
+    if (m.residency.word(id) != word)
+      err += "block " + e.key.hex() + " has residency word " + std::to_string(m.residency.word(id)) + ", expected " +
+             std::to_string(word) + "; ";
+    if (e.tier < 0) {
+      if (e.pins) err += "block " + e.key.hex() + " is pinned but resident nowhere; ";
+      return;
+    }
+    if (static_cast<size_t>(e.tier) >= m.tiers.size()) {
+      err += "block " + e.key.hex() + " has tier " + std::to_string(e.tier) + "; ";
+      return;
+    }
+    ++per_tier[e.tier];
+    if (e.flags & kFlagMoving) ++moving[e.tier];
+    if (!m.tiers[e.tier].pool->is_allocated(e.slot))
+      err += "block " + e.key.hex() + " holds slot " + std::to_string(e.slot) + " that its pool says is free; ";
+    (void)id;
+  });
+  for (size_t t = 0; t < m.tiers.size(); ++t) {
+    const TierRt &tr = m.tiers[t];
+    std::string why;
+    if (!tr.pool->is_valid(&why)) err += "tier " + tr.name + " pool: " + why + "; ";
+    if (tr.pool->bytes_used() > tr.pool->budget_bytes()) err += "tier " + tr.name + " is over budget; ";
+    // Pool slots = resident blocks + destinations of moves in flight into this tier.
+    uint32_t incoming = 0;
+    for (const MoveJob &j : m.jobs)
+      if (j.dst == static_cast<int>(t)) ++incoming;
+    if (m.in_flight == 0 && tr.pool->slots_used() != per_tier[t])
+      err += "tier " + tr.name + " pool holds " + std::to_string(tr.pool->slots_used()) + " slots for " +
+             std::to_string(per_tier[t]) + " blocks; ";
+    if (tr.policy->size() != per_tier[t] - moving[t])
+      err += "tier " + tr.name + " index holds " + std::to_string(tr.policy->size()) + " blocks, expected " +
+             std::to_string(per_tier[t] - moving[t]) + "; ";
+    std::string pv = tr.policy->validate();
+    if (!pv.empty()) err += "tier " + tr.name + " index: " + pv;
+    if (tr.moving_out != moving[t]) err += "tier " + tr.name + " moving-out count is off; ";
+    (void)incoming;
+  }
+  std::string sv = m.store->validate(kFlagAdmitting);  // placed with the lock released: resident, no tier yet
+  if (!sv.empty()) err += "store: " + sv;
+  return err;
+}
+
+}  // namespace cxltier
