@@ -354,7 +354,9 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     scanned = true;
     reconcile_again = reconcile(lk, std::max<size_t>(1, cfg.migration_batch) * (tiers.size() - 1)) > 0;
   }
-  if (scanned && moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0) {
+  const bool idle = moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0;
+  if (idle && !reconcile_again) idle_pass = pass;  // wait_idle(0) polls this
+  if (idle && scanned) {
     quiet_pass = pass;
     moved_cv.notify_all();  // wait_idle waits for such a pass
   }

@@ -185,6 +185,9 @@ bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeo
     }
     return jobs.empty() && in_flight == 0;
   }
+  // A zero timeout polls: no copy queued or in flight, and the mover's latest pass found
+  // nothing to do (its last scan of the order included: that may be up to 10 ms old).
+  if (timeout_ms == 0) return jobs.empty() && in_flight == 0 && idle_pass == mover_passes;
   ++settle_waiters;
   const uint64_t want = mover_passes + 1;  // a pass begun after this call
   mover_cv.notify_one();

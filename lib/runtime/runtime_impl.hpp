@@ -204,7 +204,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint32_t swap_in[CXLT_MAX_TIERS] = {};  // swap demotions not yet answered by their partner's promotion, per destination
   uint64_t moves_begun = 0;                // protocol step 1s and write-outs begun (the mover's work signal)
   uint64_t mover_passes = 0;               // mover passes begun
-  uint64_t quiet_pass = 0;                 // the last pass that found nothing to do, nothing in flight
+  uint64_t quiet_pass = 0;                 // the last pass that scanned the order and found nothing to do, nothing in flight
+  uint64_t idle_pass = 0;                  // the last pass with nothing to do and no scan pending that moved blocks
   uint64_t last_reconcile_ns = 0;          // when the mover last scanned for inversions
   bool reconcile_again = false;            // the last scan moved blocks: scan again next pass
   bool reconciling = false;                // a reconcile call owns the scratch (the lock may be released)
