@@ -228,4 +228,45 @@ TEST(Reconcile, NoInversionAfterWaitIdle) {
   EXPECT_GT(seen.restored, 10u);
 }
 
+// Admission into a full fastest tier (a synchronous runtime: no mover makes room meanwhile)
+// demotes that tier's victim when it keeps less than the incoming block: its keep value as
+// admitted, the restored one for a block seen before.
+TEST(Reconcile, AdmissionDemotesAVictimThatKeepsLess) {
+  {
+    RuntimeConfig cfg = tiers_config({2, 4}, "emulated");
+    cfg.synchronous = true;
+    cfg.policy = PolicyKind::lru;
+    auto rt = Runtime::open(cfg);
+    const Key a = key_from_sequence(9, 0), b = key_from_sequence(9, 1), c = key_from_sequence(9, 2);
+    rt->admit(a);
+    rt->admit(b);
+    EXPECT_EQ(rt->admit(c).tier, 0) << "the newest reference keeps most under LRU";
+    EXPECT_EQ(rt->admit(a).tier, 1) << "the oldest went down";
+    EXPECT_EQ(rt->stats().inversions, 0u);
+    EXPECT_EQ(rt->validate(), "");
+  }
+  RuntimeConfig cfg = tiers_config({2, 4, 4}, "emulated");
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  const Key hot = key_from_sequence(8, 0), a = key_from_sequence(8, 1), b = key_from_sequence(8, 2),
+            fresh = key_from_sequence(8, 3);
+  rt->admit(hot);
+  const float full = 1.0f, half = 0.5f;
+  for (int i = 0; i < 3; ++i) rt->access(&hot, &full, 1);
+  rt->release(hot, /*forget=*/true);  // its state stays: score about 0.14
+  rt->admit(a);
+  rt->admit(b);
+  rt->access(&a, &half, 1);
+  rt->access(&b, &half, 1);  // tier 0 full of blocks scoring 0.025
+  EXPECT_EQ(rt->admit(fresh).tier, 1) << "a new block (score 0) takes a free slot below";
+  EXPECT_EQ(rt->admit(hot).tier, 0) << "its restored score is above the victim's";
+  cxlt_policy_state_t sa{}, sb{};
+  ASSERT_TRUE(rt->policy_state(a, &sa) && rt->policy_state(b, &sb));
+  EXPECT_EQ((sa.tier == 1) + (sb.tier == 1), 1) << "one of the two went down";
+  const cxlt_stats_t s = rt->stats();
+  EXPECT_EQ(s.inversions, 0u);
+  EXPECT_EQ(s.readmissions_restored, 1u);
+  EXPECT_EQ(rt->validate(), "");
+}
+
 }  // namespace
