@@ -74,6 +74,8 @@ public:
   bool policy_state(const Key &key, cxlt_policy_state_t *out);
   void step();
   uint64_t current_step() const;
+  // No copy queued or in flight and the tiers' order reconciled (a mover pass begun after the
+  // call found nothing to do); false past the timeout. 0 polls (docs/runtime.md, "Placement quality").
   bool wait_idle(int64_t timeout_ms);
   void checkpoint();
 

@@ -256,13 +256,7 @@ uint64_t Runtime::current_step() const {
 bool Runtime::wait_idle(int64_t timeout_ms) {
   Impl &m = *impl_;
   std::unique_lock lk(m.mu);
-  auto idle = [&] { return m.jobs.empty() && m.in_flight == 0; };
-  // Past about 292 years wait_for's arithmetic overflows (and returns at once): wait forever.
-  if (timeout_ms < 0 || timeout_ms > int64_t{1} << 53) {
-    m.moved_cv.wait(lk, idle);
-    return true;
-  }
-  return m.moved_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), idle);
+  return m.wait_settled(lk, timeout_ms);  // copies done and the tiers' order reconciled (placement.cpp)
 }
 
 void Runtime::checkpoint() {

@@ -126,6 +126,28 @@ bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId
 // make room (cascading demotions, dropping from the last tier) and retry.
 int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
   int prepared = -1;  // tier whose policy saw before_admit (ARC adapts there, once)
+  // Into a full fastest tier: its victim goes down a tier (a copy in this thread, the lock
+  // released) when it keeps less than the incoming block is expected to, which is the block's
+  // keep value as admitted (docs/runtime.md, "Placement quality"). A demotion that fails
+  // leaves the victim where it was and the admission goes on as below.
+  if (last_tier() > 0 && tiers[0].pool->full()) {
+    tiers[0].policy->before_admit(id, (*store)[id].key);
+    prepared = 0;
+    const NodeId v = tiers[0].policy->victim(now, eligible());
+    if (v != kNoNode && keep_value(v) + kPlacementHysteresis < keep_value(id)) {
+      bool room = false;
+      try {
+        room = make_room(lk, 0, id, 0);
+      } catch (const Error &) {
+        room = false;
+      }
+      SlotId s = kInvalidSlot;
+      if (room && tiers[0].pool->allocate(&s) == CXLT_OK) {
+        install(id, 0, s);
+        return 0;
+      }
+    }
+  }
   for (int attempt = 0; attempt < 16; ++attempt) {
     for (int t = 0; t <= last_tier(); ++t) {
       SlotId s = kInvalidSlot;

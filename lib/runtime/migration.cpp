@@ -39,6 +39,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -61,8 +62,9 @@ MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
   e.aux = dst_slot;
   ++tiers[src].moving_out;
   ++in_flight;
+  ++moves_begun;
   return MoveJob{id, e.generation, src, e.slot, dst, dst_slot, tiers[src].pool->address(e.slot),
-                 tiers[dst].pool->address(dst_slot)};
+                 tiers[dst].pool->address(dst_slot), kNoNode, 0};
 }
 
 // Protocol step 2 (no lock held).
@@ -120,6 +122,7 @@ void Runtime::Impl::finish_move(const MoveJob &job, bool ok, uint64_t ns, bool c
     pair_ns[job.src][job.dst] += ns;
     if (job.dst > job.src) ++demotions; else ++promotions;
   }
+  if (job.partner != kNoNode) finish_swap(job, ok && !cancelled);
   moved_cv.notify_all();
 }
 
@@ -137,8 +140,13 @@ bool Runtime::Impl::move_now(std::unique_lock<std::mutex> &lk, NodeId id, int ds
   return r == CXLT_OK;
 }
 
-void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot) {
+void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId partner) {
   MoveJob job = begin_move(id, dst, dst_slot);
+  if (partner != kNoNode) {
+    job.partner = partner;
+    job.partner_generation = (*store)[partner].generation;
+    ++swap_in[dst];
+  }
   if (tiers[job.src].no_bytes && tiers[job.dst].no_bytes) {
     finish_move(job, true, 0);
     return;
@@ -281,8 +289,12 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
 
 // One pass of the background mover: promotion candidates first (they are what the engine
 // uses now), then headroom under the watermarks, bottom tier first so that demotions from
-// above find room.
+// above find room, then the tiers' order (reconcile, placement.cpp). A tier's occupancy for the
+// watermarks leaves out the blocks being copied out of it and the swap demotions whose
+// partner is about to leave it (swap_in): both are slots about to be freed.
 void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
+  const uint64_t pass = ++mover_passes;
+  const uint64_t work_before = moves_begun + drops;
   size_t budget = 64;
   size_t n = std::min(budget, promote_queue.size());
   std::vector<NodeId> &retry = mover_retry;  // kept between passes: no allocation once grown
@@ -315,10 +327,11 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   for (int t = last_tier(); t >= 0; --t) {
     TierRt &tr = tiers[t];
     const double max = tr.pool->max_slots();
-    if (tr.pool->slots_used() <= cfg.high_watermark * max) continue;
+    auto staying = [&] { return tr.pool->slots_used() - tr.moving_out - swap_in[t]; };
+    if (staying() <= cfg.high_watermark * max) continue;
     const uint32_t target = static_cast<uint32_t>(cfg.low_watermark * max);
     unsigned moved = 0;
-    while (tr.pool->slots_used() - tr.moving_out > target && moved < cfg.migration_batch) {
+    while (staying() > target && moved < cfg.migration_batch) {
       NodeId v = tr.policy->victim(now, eligible());
       if (v == kNoNode) break;
       if (t == last_tier()) {
@@ -330,6 +343,22 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
       }
       ++moved;
     }
+  }
+
+  // The order: scanned when a wait_idle waits for it, when the last scan moved blocks, and
+  // otherwise at most every 10 ms (the scan reads every resident block's state).
+  const uint64_t t_ns = now_ns();
+  bool scanned = false;
+  if (settle_waiters > 0 || reconcile_again || t_ns - last_reconcile_ns >= 10'000'000) {
+    last_reconcile_ns = t_ns;
+    scanned = true;
+    reconcile_again = reconcile(lk, std::max<size_t>(1, cfg.migration_batch) * (tiers.size() - 1)) > 0;
+  }
+  const bool idle = moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0;
+  if (idle && !reconcile_again) idle_pass = pass;  // wait_idle(0) polls this
+  if (idle && scanned) {
+    quiet_pass = pass;
+    moved_cv.notify_all();  // wait_idle waits for such a pass
   }
 }
 
@@ -345,6 +374,7 @@ void Runtime::Impl::mover_loop() {
       // A worker never dies silently: report and go on (the next pass retries).
       std::fprintf(stderr, "cxltier: background mover: %s\n", ex.what());
     }
+    if (settle_waiters > 0) moved_cv.notify_all();  // wait_idle counts passes
   }
 }
 
@@ -447,6 +477,7 @@ WriteOut Runtime::Impl::begin_writeout(NodeId id) {
   e.flags |= kFlagMoving;
   ++tiers[e.tier].moving_out;
   ++in_flight;
+  ++moves_begun;
   return WriteOut{id, e.generation, e.tier, e.slot, tiers[e.tier].pool->address(e.slot)};
 }
 

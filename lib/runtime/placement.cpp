@@ -4,9 +4,24 @@
 #include "runtime/runtime_impl.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <vector>
 
 namespace cxltier {
+
+namespace {
+// A block the reconciliation (and the measure) may compare and move: resident, unpinned, not
+// moving, not held, not being admitted.
+bool movable(const StoreEntry &e) noexcept {
+  return e.tier >= 0 && e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0;
+}
+// wait_idle gives up on the order settling after this many mover passes (about 2 s) past the
+// call: a safeguard, never reached by a workload that stops (each swap strictly improves the order).
+constexpr uint64_t kSettlePasses = 1000;
+// A synchronous runtime reconciles in wait_idle for at most this many rounds.
+constexpr int kSettleRounds = 4096;
+}  // namespace
 
 double Runtime::Impl::keep_value(NodeId id) const noexcept {
   const StoreEntry &e = (*store)[id];
@@ -19,13 +34,12 @@ double Runtime::Impl::keep_value(NodeId id) const noexcept {
 }
 
 PlacementMeasure Runtime::Impl::measure_placement() const {
-  // The promotion rule promotes on a strictly larger keep value: its hysteresis is 0.
-  constexpr double kHysteresis = 0.0;
+  constexpr double kHysteresis = kPlacementHysteresis;
   thread_local std::vector<std::vector<double>> by_tier;  // keeps its capacity between calls
   by_tier.resize(tiers.size());
   for (auto &v : by_tier) v.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
-    if (e.tier < 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting))) return;
+    if (!movable(e)) return;
     by_tier[static_cast<size_t>(e.tier)].push_back(keep_value(id));
   });
   PlacementMeasure m;
@@ -58,6 +72,135 @@ PlacementMeasure Runtime::Impl::measure_placement() const {
     placement.last_clean_step = now;
   }
   return m;
+}
+
+// Reconciliation (docs/runtime.md, "Placement quality"). For each tier i and the next slower
+// tier j holding a movable block, the blocks of j by keep value from the highest down are
+// matched against those of i from the lowest up; while the one from j keeps more (by more than
+// the hysteresis), it moves up: into a free slot of i when i can take one without passing its
+// high watermark (so that the watermark pass never answers a reconciliation), else by a swap:
+// i's lowest is demoted into a free slot of j, and when that copy is done (finish_swap, in the
+// same critical section that frees its slot in i) j's block moves up into it. A swap needs
+// one free slot in j: the watermark pass keeps such headroom. Each move goes through the
+// migration protocol; a block that changed while the lock was released is skipped.
+size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget) {
+  const size_t T = tiers.size();
+  if (T < 2 || budget == 0 || reconciling) return 0;
+  reconciling = true;  // the scratch below is this call's while a synchronous copy releases the lock
+  struct Done {
+    bool &flag;
+    ~Done() { flag = false; }
+  } done{reconciling};
+  rank_all.resize(T);
+  rank_low.resize(T);
+  rank_high.resize(T);
+  for (auto &v : rank_all) v.clear();
+  store->for_each([&](NodeId id, const StoreEntry &e) {
+    if (movable(e)) rank_all[static_cast<size_t>(e.tier)].push_back(Ranked{keep_value(id), id, e.generation});
+  });
+  const auto lower = [](const Ranked &a, const Ranked &b) { return a.keep < b.keep || (a.keep == b.keep && a.id < b.id); };
+  const auto higher = [](const Ranked &a, const Ranked &b) { return a.keep > b.keep || (a.keep == b.keep && a.id < b.id); };
+  for (size_t t = 0; t < T; ++t) {
+    const size_t k = std::min(budget, rank_all[t].size());
+    rank_low[t].resize(k);
+    rank_high[t].resize(k);
+    std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_low[t].begin(), rank_low[t].end(), lower);
+    std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_high[t].begin(), rank_high[t].end(), higher);
+  }
+  const bool sync = cfg.synchronous;
+  auto still = [&](const Ranked &r, int t) {
+    if (!store->valid(r.id)) return false;
+    const StoreEntry &e = (*store)[r.id];
+    return e.generation == r.generation && e.tier == t && movable(e);
+  };
+  // A tier takes one more block without a swap while that keeps it at or under its high
+  // watermark (a synchronous runtime has no watermark pass: its whole budget).
+  auto room = [&](int t) {
+    const BlockPool &p = *tiers[static_cast<size_t>(t)].pool;
+    const double limit = sync ? p.max_slots() : std::floor(cfg.high_watermark * p.max_slots());
+    return p.slots_used() + 1.0 <= limit;
+  };
+  std::string err;
+  size_t begun = 0;
+  for (int i = 0; i + 1 < static_cast<int>(T) && begun < budget; ++i) {
+    int j = i + 1;
+    while (j < static_cast<int>(T) && rank_all[static_cast<size_t>(j)].empty()) ++j;
+    if (j == static_cast<int>(T)) break;
+    const std::vector<Ranked> &low = rank_low[static_cast<size_t>(i)];
+    const std::vector<Ranked> &high = rank_high[static_cast<size_t>(j)];
+    size_t p = 0;
+    for (size_t q = 0; q < high.size() && begun < budget; ++q) {
+      const Ranked a = high[q];
+      if (!still(a, j)) continue;
+      while (p < low.size() && !still(low[p], i)) ++p;
+      if (p == low.size()) break;
+      const Ranked b = low[p];
+      if (!(a.keep > b.keep + kPlacementHysteresis)) break;  // sorted: no later pair is out of order
+      SlotId d = kInvalidSlot;
+      if (room(i)) {
+        if (allocate_for_move(i, &d) != CXLT_OK) break;
+        if (sync) {
+          move_now(lk, a.id, i, d, &err);
+        } else {
+          schedule_move(a.id, i, d);
+        }
+        ++begun;
+        continue;
+      }
+      if (tiers[static_cast<size_t>(j)].pool->slots_free() == 0 || allocate_for_move(j, &d) != CXLT_OK) break;
+      ++p;
+      ++begun;
+      if (!sync) {
+        schedule_move(b.id, j, d, a.id);
+        continue;
+      }
+      if (!move_now(lk, b.id, j, d, &err) || !still(a, j) || allocate_for_move(i, &d) != CXLT_OK) continue;
+      move_now(lk, a.id, i, d, &err);
+      ++begun;
+    }
+  }
+  return begun;
+}
+
+// A swap's demotion finished (protocol step 3, lock held): its partner moves up into the slot
+// just freed, if it still may move. The slot cannot be taken by anyone in between.
+void Runtime::Impl::finish_swap(const MoveJob &job, bool ok) {
+  --swap_in[job.dst];
+  if (!ok || stopping || !store->valid(job.partner)) return;
+  const StoreEntry &e = (*store)[job.partner];
+  if (e.generation != job.partner_generation || e.tier != job.dst || !movable(e)) return;
+  SlotId d = kInvalidSlot;
+  if (allocate_for_move(job.src, &d) != CXLT_OK) return;
+  schedule_move(job.partner, job.src, d);
+}
+
+bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeout_ms) {
+  // Past about 292 years wait_for's arithmetic overflows (and returns at once): wait forever.
+  const bool forever = timeout_ms < 0 || timeout_ms > int64_t{1} << 53;
+  if (cfg.synchronous) {
+    // No threads: the order is reconciled here, each copy in this thread.
+    drain_accesses();
+    const size_t budget = std::max<size_t>(1, cfg.migration_batch) * tiers.size();
+    for (int round = 0; round < kSettleRounds && reconcile(lk, budget) > 0; ++round) {
+    }
+    return jobs.empty() && in_flight == 0;
+  }
+  // A zero timeout polls: no copy queued or in flight, and the mover's latest pass found
+  // nothing to do (its last scan of the order included: that may be up to 10 ms old).
+  if (timeout_ms == 0) return jobs.empty() && in_flight == 0 && idle_pass == mover_passes;
+  ++settle_waiters;
+  const uint64_t want = mover_passes + 1;  // a pass begun after this call
+  mover_cv.notify_one();
+  auto settled = [&] {
+    return stopping || (jobs.empty() && in_flight == 0 && (quiet_pass >= want || mover_passes >= want + kSettlePasses));
+  };
+  if (forever) {
+    moved_cv.wait(lk, settled);
+  } else {
+    moved_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), settled);
+  }
+  --settle_waiters;
+  return jobs.empty() && in_flight == 0 && (stopping || quiet_pass >= want);
 }
 
 }  // namespace cxltier

@@ -11,6 +11,10 @@
 
 namespace cxltier {
 
+// The promotion rule promotes on a strictly larger keep value: its hysteresis is 0. The
+// measure and the mover's reconciliation both compare by it.
+inline constexpr double kPlacementHysteresis = 0.0;
+
 struct PlacementMeasure {
   uint64_t inversions = 0;  // pairs out of order (lower is better; 0 is the goal)
   double max_gap = 0;       // largest keep-value gap of such a pair, in the rule's units (0: none)

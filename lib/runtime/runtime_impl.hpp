@@ -70,6 +70,10 @@ struct MoveJob {
   SlotId dst_slot;
   void *src_ptr;  // addresses taken under the lock at step 1 (nullptr for null tiers)
   void *dst_ptr;
+  // A reconciling swap (placement.cpp): the block that moves up into this move's source
+  // slot once this demotion is done (kNoNode: none).
+  NodeId partner;
+  uint32_t partner_generation;
 };
 
 // A write-out to the remote tier in flight (migration.cpp, steps W1-W3): where the bytes are.
@@ -156,7 +160,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
 
   // --- migration.cpp
   bool move_now(std::unique_lock<std::mutex> &lk, NodeId id, int dst, SlotId dst_slot, std::string *err);
-  void schedule_move(NodeId id, int dst, SlotId dst_slot);
+  // partner: a reconciling swap's block that moves up into id's slot once id is down (placement.cpp).
+  void schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId partner = kNoNode);
   MoveJob begin_move(NodeId id, int dst, SlotId dst_slot);
   cxlt_result_t copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err);
   void finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled = false);
@@ -187,6 +192,28 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   mutable PlacementTrack placement;
   double keep_value(NodeId id) const noexcept;  // the value the promotion rule compares (higher: keep in a faster tier)
   PlacementMeasure measure_placement() const;   // also updates `placement`
+  // Reconciling the tiers' order (placement.cpp): swaps out-of-order pairs of adjacent
+  // tiers, at most `budget` moves; returns the moves begun. Scheduled for the workers, or
+  // copied in this thread (the lock released) when the runtime is synchronous.
+  size_t reconcile(std::unique_lock<std::mutex> &lk, size_t budget);
+  void finish_swap(const MoveJob &job, bool ok);  // [mu held] finish_move's part for a swap's demotion
+  // wait_idle: copies done and a mover pass, begun after the call, that found nothing to do.
+  bool wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeout_ms);
+  struct Ranked {
+    double keep;
+    NodeId id;
+    uint32_t generation;
+  };
+  std::vector<std::vector<Ranked>> rank_all, rank_low, rank_high;  // reconcile's scratch (keeps capacity)
+  uint32_t swap_in[CXLT_MAX_TIERS] = {};  // swap demotions not yet answered by their partner's promotion, per destination
+  uint64_t moves_begun = 0;                // protocol step 1s and write-outs begun (the mover's work signal)
+  uint64_t mover_passes = 0;               // mover passes begun
+  uint64_t quiet_pass = 0;                 // the last pass that scanned the order and found nothing to do, nothing in flight
+  uint64_t idle_pass = 0;                  // the last pass with nothing to do and no scan pending that moved blocks
+  uint64_t last_reconcile_ns = 0;          // when the mover last scanned for inversions
+  bool reconcile_again = false;            // the last scan moved blocks: scan again next pass
+  bool reconciling = false;                // a reconcile call owns the scratch (the lock may be released)
+  unsigned settle_waiters = 0;             // wait_idle calls waiting for the order to settle
 };
 
 }  // namespace cxltier
