@@ -345,14 +345,17 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     }
   }
 
-  // The order: scanned when a wait_idle waits for it, when the last scan moved blocks, and
-  // otherwise at most every 10 ms (the scan reads every resident block's state).
+  // The order: scanned when a wait_idle waits for it; otherwise again at the next pass when the
+  // last scan moved blocks, else 10 ms later, and never sooner than 4 times the last scan's
+  // duration (the scan reads every resident block's state under the lock: at most a fifth of
+  // the mover's time, and of the lock's, goes to it).
   const uint64_t t_ns = now_ns();
   bool scanned = false;
-  if (settle_waiters > 0 || reconcile_again || t_ns - last_reconcile_ns >= 10'000'000) {
-    last_reconcile_ns = t_ns;
+  if (settle_waiters > 0 || t_ns >= next_reconcile_ns) {
     scanned = true;
     reconcile_again = reconcile(lk, std::max<size_t>(1, cfg.migration_batch) * (tiers.size() - 1)) > 0;
+    const uint64_t took = now_ns() - t_ns;
+    next_reconcile_ns = t_ns + std::max<uint64_t>(reconcile_again ? 0 : 10'000'000, 4 * took);
   }
   const bool idle = moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0;
   if (idle && !reconcile_again) idle_pass = pass;  // wait_idle(0) polls this

@@ -210,7 +210,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t mover_passes = 0;               // mover passes begun
   uint64_t quiet_pass = 0;                 // the last pass that scanned the order and found nothing to do, nothing in flight
   uint64_t idle_pass = 0;                  // the last pass with nothing to do and no scan pending that moved blocks
-  uint64_t last_reconcile_ns = 0;          // when the mover last scanned for inversions
+  uint64_t next_reconcile_ns = 0;          // the mover's next scan for inversions, unless a wait_idle waits
   bool reconcile_again = false;            // the last scan moved blocks: scan again next pass
   bool reconciling = false;                // a reconcile call owns the scratch (the lock may be released)
   unsigned settle_waiters = 0;             // wait_idle calls waiting for the order to settle
