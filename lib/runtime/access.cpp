@@ -148,7 +148,7 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
     // takes meanwhile is its own and is seen below, and a stray unpin is still refused.
     {
       FlagGuard held(m, id, kFlagHeld);
-      m.make_room(lk, tier, kNoNode, 0);
+      m.make_room(lk, tier, Runtime::Impl::RoomFor::needed);
     }
     const StoreEntry &after = (*m.store)[id];
     if (after.tier < 0 || (after.flags & kFlagMoving)) not_found(key, "move");

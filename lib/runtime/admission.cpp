@@ -93,12 +93,12 @@ void Runtime::Impl::unplace(NodeId id, EraseReason why) {
 
 // Free one slot in `tier` by demoting its victim one tier down (making room there first when
 // that tier is full), or dropping it from the last tier. Returns false when the tier has no
-// block that may move (every one pinned or already moving). May release the lock while a
+// block that may move (every one pinned or already moving), and, for room the runtime chose to
+// make, when the demotion failed (counted in migration_failures). May release the lock while a
 // demotion copies bytes.
-bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth) {
-  (void)incoming;
+bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, RoomFor why, int depth) {
   if (depth > static_cast<int>(tiers.size())) return false;
-  if (tier < last_tier() && tiers[tier + 1].pool->full()) make_room(lk, tier + 1, kNoNode, depth + 1);
+  if (tier < last_tier() && tiers[tier + 1].pool->full()) make_room(lk, tier + 1, why, depth + 1);
   NodeId v = tiers[tier].policy->victim(now, eligible());
   if (v == kNoNode) return false;
   if (tier == last_tier()) {
@@ -106,19 +106,23 @@ bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId
     return true;
   }
   SlotId d = kInvalidSlot;
-  cxlt_result_t r = tiers[tier + 1].pool->allocate(&d);
+  cxlt_result_t r = why == RoomFor::chosen ? allocate_for_move(tier + 1, &d) : tiers[tier + 1].pool->allocate(&d);
   if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
     // Every tier below is full of pinned or moving blocks: the victim leaves the tiers here
     // (its policy state stays in the store; written out first when the remote tier is on).
     policy_drop(lk, v, /*wait=*/true);
     return true;
   }
-  if (r != CXLT_OK)
+  if (r != CXLT_OK) {
+    if (why == RoomFor::chosen) return false;  // counted by allocate_for_move
     fail(r, "tier '", tiers[tier + 1].name, "' could not supply memory for a demotion: ", backend_last_error());
+  }
   std::string err;
-  if (!move_now(lk, v, tier + 1, d, &err))
+  if (!move_now(lk, v, tier + 1, d, &err)) {
+    if (why == RoomFor::chosen) return false;  // counted by finish_move
     fail(CXLT_ERROR_BACKEND, "demoting a block from tier '", tiers[tier].name, "' to '", tiers[tier + 1].name,
          "' failed (the block stays where it was): ", err);
+  }
   return true;
 }
 
@@ -134,18 +138,16 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
     tiers[0].policy->before_admit(id, (*store)[id].key);
     prepared = 0;
     const NodeId v = tiers[0].policy->victim(now, eligible());
-    if (v != kNoNode && keep_value(v) + kPlacementHysteresis < keep_value(id)) {
-      bool room = false;
-      try {
-        room = make_room(lk, 0, id, 0);
-      } catch (const Error &) {
-        room = false;
-      }
+    if (v != kNoNode && keep_value(v) + kPlacementHysteresis < keep_value(id) && make_room(lk, 0, RoomFor::chosen)) {
+      // The slot is the admission's own: a backend failure here reaches the caller.
       SlotId s = kInvalidSlot;
-      if (room && tiers[0].pool->allocate(&s) == CXLT_OK) {
+      const cxlt_result_t r = tiers[0].pool->allocate(&s);
+      if (r == CXLT_OK) {
         install(id, 0, s);
         return 0;
       }
+      if (r != CXLT_ERROR_OUT_OF_TIER_MEMORY)
+        fail(r, "tier '", tiers[0].name, "' could not supply memory: ", backend_last_error());
     }
   }
   for (int attempt = 0; attempt < 16; ++attempt) {
@@ -165,7 +167,7 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
       prepared = 0;
     }
     bool progress = false;
-    for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, id, 0);
+    for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, RoomFor::needed);
     // A cascade that found no victim in its own tier may still have freed a slot below it.
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
     if (!progress)

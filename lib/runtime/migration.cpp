@@ -265,7 +265,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   bool ok = false;
   try {
     SlotId dv = kInvalidSlot;
-    if (allocate_for_move(t, &dv) == CXLT_ERROR_OUT_OF_TIER_MEMORY && make_room(lk, t, kNoNode, 0)) {
+    if (allocate_for_move(t, &dv) == CXLT_ERROR_OUT_OF_TIER_MEMORY && make_room(lk, t, RoomFor::needed)) {
       if (allocate_for_move(t, &dv) != CXLT_OK) dv = kInvalidSlot;
     }
     const StoreEntry &ve = (*store)[v];

@@ -138,7 +138,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // is this for a policy eviction, counted; release(forget) calls it directly.
   void unplace(NodeId id, EraseReason why);
   int place(std::unique_lock<std::mutex> &lk, NodeId id);
-  bool make_room(std::unique_lock<std::mutex> &lk, int tier, NodeId incoming, int depth);
+  // Who asked for the room: an operation that needs it (a failure reaches its caller as an
+  // error), or the runtime by its own choice (a failure is a migration failure and the caller
+  // goes on without the room).
+  enum class RoomFor : uint8_t { needed, chosen };
+  bool make_room(std::unique_lock<std::mutex> &lk, int tier, RoomFor why, int depth = 0);
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
 

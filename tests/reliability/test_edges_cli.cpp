@@ -372,8 +372,12 @@ TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
 // with tier rank (the hot blocks were served from the fast tiers). With 256 KiB blocks a run
 // took under a second, faster than the mover's passes keep the order on a loaded machine
 // (tier 1 above tier 0 in 1 of about 35 runs); 0.5 MiB blocks take about 4 s a run here.
+// CXLT_TEST_PLACEMENT_SEEDS: 10 in the plain build; the sanitizer stages run the first few
+// (a run takes about 15x as long under ThreadSanitizer).
 TEST(RunCli, PlacementFollowsThePolicyOrderOnEverySeed) {
-  for (int seed = 1; seed <= 10; ++seed) {
+  const char *seeds_env = std::getenv("CXLT_TEST_PLACEMENT_SEEDS");
+  const int seeds = seeds_env != nullptr && std::atoi(seeds_env) > 0 ? std::atoi(seeds_env) : 10;
+  for (int seed = 1; seed <= seeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     auto r = run_limited({"run", "--json", "--quiet", "--seed", std::to_string(seed), "--topology", "emulated", "--set",
                           "runtime.huge_pages=none", "--set", "geometry.layers=8", "--set", "tiers.0.kind=hbm", "--set",
