@@ -107,6 +107,9 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
            " free and ", movable, " blocks that may make room (every other block is pinned or moving): nothing admitted");
   }
+  // Room for the whole burst first, its demotions copied together (batch_room.cpp); then the
+  // blocks take the slots freed, one by one as admit() places a block.
+  if (need > m.tiers[0].pool->slots_free()) m.make_room_for_batch(lk, keys, n);
   // Apply, in order, each block pinned by this call until the end.
   s.undo.clear();
   auto rollback = [&] {

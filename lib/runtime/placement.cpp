@@ -24,12 +24,16 @@ constexpr int kSettleRounds = 4096;
 }  // namespace
 
 double Runtime::Impl::keep_value(NodeId id) const noexcept {
-  const StoreEntry &e = (*store)[id];
+  const PolicyState &st = (*store)[id].st;
+  return keep_value_of(st, id, st.tick);
+}
+
+double Runtime::Impl::keep_value_of(const PolicyState &st, NodeId id, uint64_t tick_of) const noexcept {
   switch (cfg.policy) {
-    case PolicyKind::lrfu: return lrfu_effective_score(e.st.score, now - std::min(now, e.st.last_access), cfg.lrfu);
-    case PolicyKind::lfu: return static_cast<double>(e.st.accesses);
+    case PolicyKind::lrfu: return lrfu_effective_score(st.score, now - std::min(now, st.last_access), cfg.lrfu);
+    case PolicyKind::lfu: return static_cast<double>(st.accesses);
     case PolicyKind::opt: return opt_next.empty() || id >= opt_next.size() ? 0.0 : -static_cast<double>(opt_next[id]);
-    default: return static_cast<double>(e.st.tick);
+    default: return static_cast<double>(tick_of);
   }
 }
 

@@ -195,6 +195,14 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // --- placement.cpp: placement quality (placement.hpp), measured under mu.
   mutable PlacementTrack placement;
   double keep_value(NodeId id) const noexcept;  // the value the promotion rule compares (higher: keep in a faster tier)
+  // keep_value of a state (`tick_of`: the tick the tick-ordered policies compare; `id` for OPT's next use).
+  double keep_value_of(const PolicyState &st, NodeId id, uint64_t tick_of) const noexcept;
+  // batch_room.cpp: the keep value block `id` (kNoNode: a key never seen) will have once admitted
+  // now, its state restored or reset as admission does.
+  double keep_value_as_admitted(NodeId id) const noexcept;
+  // batch_room.cpp: room for the admission of `keys` (the resident ones need none), made with
+  // each tier level's demotions copied as one batch by the migration workers. Releases the lock.
+  void make_room_for_batch(std::unique_lock<std::mutex> &lk, const Key *keys, size_t n);
   PlacementMeasure measure_placement() const;   // also updates `placement`
   // Reconciling the tiers' order (placement.cpp): swaps out-of-order pairs of adjacent
   // tiers, at most `budget` moves; returns the moves begun. Scheduled for the workers, or
