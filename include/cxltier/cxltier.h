@@ -120,8 +120,8 @@ CXLT_API cxlt_key_t cxlt_key_from_tokens(cxlt_key_t parent, const int32_t *token
  * \return CXLT_ERROR_INVALID_ARGUMENT if a field is zero or the product overflows 64 bits.
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_bytes(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
-                                        uint32_t bytes_per_element, uint32_t tokens_per_block,
-                                        uint64_t *out_bytes) CXLT_NOEXCEPT;
+                                                       uint32_t bytes_per_element, uint32_t tokens_per_block,
+                                                       uint64_t *out_bytes) CXLT_NOEXCEPT;
 
 /* --- Tiers -------------------------------------------------------------------------------- */
 /**
@@ -267,7 +267,7 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_
  * \return CXLT_ERROR_INVALID_ARGUMENT for an unknown flag.
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned flags, cxlt_block_t *out,
-                                           int *placed) CXLT_NOEXCEPT;
+                                                          int *placed) CXLT_NOEXCEPT;
 
 /**
  * Record one decode step's accesses: for each of n keys, score = alpha*attention +
@@ -277,10 +277,10 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cx
  * [0,1] or not finite) or CXLT_ERROR_NOT_FOUND (a key not resident) with nothing applied.
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_access(cxlt_runtime_t *rt, const cxlt_key_t *keys,
-                                         const float *attention, size_t n) CXLT_NOEXCEPT;
+                                                        const float *attention, size_t n) CXLT_NOEXCEPT;
 /** As cxlt_block_access, by the handles that admit/lookup returned (no hashing). A stale handle gives CXLT_ERROR_NOT_FOUND. */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_access_handles(cxlt_runtime_t *rt, const uint64_t *handles,
-                                                 const float *attention, size_t n) CXLT_NOEXCEPT;
+                                                                const float *attention, size_t n) CXLT_NOEXCEPT;
 
 /** Where the block is now. \return CXLT_ERROR_NOT_FOUND if it is resident nowhere. */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
@@ -297,7 +297,7 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt
  *         the block stays where it was).
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsigned flags,
-                                       cxlt_block_t *out) CXLT_NOEXCEPT;
+                                                      cxlt_block_t *out) CXLT_NOEXCEPT;
 
 /**
  * Pin a resident block: it will not move or be dropped until unpinned, and out->data stays
@@ -336,7 +336,7 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxl
  *         call placed are freed again, their state as before).
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
-                                              cxlt_block_t *blocks_out, int *placed_out) CXLT_NOEXCEPT;
+                                                             cxlt_block_t *blocks_out, int *placed_out) CXLT_NOEXCEPT;
 
 /** Flags of cxlt_prefix_lookup. */
 #define CXLT_LOOKUP_PIN 1u   /**< pin every block of the matched prefix, in one step */
@@ -358,7 +358,7 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt,
  *         ends the prefix.
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
-                                          size_t *matched, cxlt_block_t *blocks_out) CXLT_NOEXCEPT;
+                                                         size_t *matched, cxlt_block_t *blocks_out) CXLT_NOEXCEPT;
 
 /**
  * cxlt_block_release of each key (forget != 0: the bytes of each are freed now).
@@ -367,7 +367,7 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, con
  *         forget, a key released before): nothing released.
  */
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_release_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n,
-                                                int forget) CXLT_NOEXCEPT;
+                                                               int forget) CXLT_NOEXCEPT;
 
 /**
  * cxlt_block_unpin of each key; a key may be given as many times as it is pinned.
@@ -393,8 +393,8 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_step(cxlt_runtime_t *rt) CXLT
 CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_current_step(cxlt_runtime_t *rt, uint64_t *out) CXLT_NOEXCEPT;
 
 /*
- * Deprecated names of the three calls above, from before every call that takes a runtime was
- * named cxlt_runtime_*. They stay exported, and behave exactly as the new names, for the 0.1
+ * Deprecated names of the three calls above, from before the calls on a runtime as a whole were
+ * all named cxlt_runtime_*. They stay exported, and behave exactly as the new names, for the 0.1
  * series so that engines built against 0.1.0 keep loading; they are removed in 0.2.0.
  */
 /** Deprecated (removed in 0.2.0): use cxlt_runtime_policy_state. */
