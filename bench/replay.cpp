@@ -10,8 +10,8 @@
 #include "bench_ratio.hpp"
 
 #include <cxltier/key.hpp>
-#include <cxltier/replay.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/replay.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <benchmark/benchmark.h>
 

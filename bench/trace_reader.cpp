@@ -7,7 +7,7 @@
 // times that. Also the generator's speed (references generated per second).
 #include "bench_ratio.hpp"
 
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>

@@ -47,24 +47,24 @@ int main(int argc, char **argv) {
   memset(block.data, 0x42, block.bytes);
   for (step = 0; step < 3; ++step) {
     CHECK(cxlt_block_access(rt, &first, &attention, 1));
-    CHECK(cxlt_step(rt));
+    CHECK(cxlt_runtime_step(rt));
   }
-  CHECK(cxlt_policy_state(rt, first, &before));
+  CHECK(cxlt_runtime_policy_state(rt, first, &before));
   printf("block 0: score %.6f in tier %d\n", before.score, before.tier);
 
   /* More blocks than every tier holds together: blocks go down the tiers, then out of the last. */
   for (i = 1; i < total + 8; ++i) {
     cxlt_key_t k = cxlt_key_from_sequence(1, i);
     CHECK(cxlt_block_admit(rt, k, &block));
-    CHECK(cxlt_step(rt));
+    CHECK(cxlt_runtime_step(rt));
   }
   CHECK(cxlt_runtime_wait_idle(rt, -1));
-  CHECK(cxlt_policy_state(rt, first, &st));
+  CHECK(cxlt_runtime_policy_state(rt, first, &st));
   printf("after %zu more blocks: block 0 is in tier %d (-1: dropped, its state kept)\n", total + 7, st.tier);
 
   /* Sequence 1 ends: free block 0's bytes now (if LRFU kept it resident), keep its state. */
   if (st.tier >= 0) CHECK(cxlt_block_release(rt, first, 1));
-  CHECK(cxlt_policy_state(rt, first, &st));
+  CHECK(cxlt_runtime_policy_state(rt, first, &st));
   if (st.tier != -1) {
     fprintf(stderr, "block 0 should be resident nowhere after its release\n");
     return 1;
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
 
   /* Access it again: it comes back with the score it had. */
   CHECK(cxlt_block_admit(rt, first, &block));
-  CHECK(cxlt_policy_state(rt, first, &st));
+  CHECK(cxlt_runtime_policy_state(rt, first, &st));
   printf("re-admitted: score %.6f (before: %.6f), tier %d\n", st.score, before.score, st.tier);
   if (st.score != before.score) {
     fprintf(stderr, "the score was not restored\n");
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
       }
       for (step = 0; step < 4; ++step) { /* decode: every block of the context is attended */
         CHECK(cxlt_block_access(rt, keys, NULL, N));
-        CHECK(cxlt_step(rt));
+        CHECK(cxlt_runtime_step(rt));
       }
       CHECK(cxlt_block_unpin_batch(rt, keys, N));
       CHECK(cxlt_block_release_batch(rt, keys + SYSTEM, OWN, 0)); /* the system prompt stays in use */
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   }
   cxlt_runtime_close(rt);
   /* A closed handle is refused, not a crash. */
-  if (cxlt_step(rt) != CXLT_ERROR_CLOSED) return 1;
+  if (cxlt_runtime_step(rt) != CXLT_ERROR_CLOSED) return 1;
   printf("ok\n");
   return 0;
 }

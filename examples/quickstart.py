@@ -29,8 +29,8 @@ def main():
     lib.cxlt_last_error.restype = ctypes.c_char_p
     lib.cxlt_block_admit.argtypes = [ctypes.c_void_p, Key, ctypes.POINTER(Block)]
     lib.cxlt_block_access.argtypes = [ctypes.c_void_p, ctypes.POINTER(Key), ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]
-    lib.cxlt_policy_state.argtypes = [ctypes.c_void_p, Key, ctypes.POINTER(PolicyState)]
-    lib.cxlt_step.argtypes = [ctypes.c_void_p]
+    lib.cxlt_runtime_policy_state.argtypes = [ctypes.c_void_p, Key, ctypes.POINTER(PolicyState)]
+    lib.cxlt_runtime_step.argtypes = [ctypes.c_void_p]
     lib.cxlt_runtime_close.argtypes = [ctypes.c_void_p]
     lib.cxlt_runtime_wait_idle.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     lib.cxlt_block_release.argtypes = [ctypes.c_void_p, Key, ctypes.c_int]
@@ -48,22 +48,22 @@ def main():
     attention = ctypes.c_float(0.6)
     for _ in range(4):
         check(lib.cxlt_block_access(rt, ctypes.byref(first), ctypes.byref(attention), 1), "access")
-        check(lib.cxlt_step(rt), "step")
+        check(lib.cxlt_runtime_step(rt), "step")
     before = PolicyState()
-    check(lib.cxlt_policy_state(rt, first, ctypes.byref(before)), "policy_state")
+    check(lib.cxlt_runtime_policy_state(rt, first, ctypes.byref(before)), "policy_state")
     for i in range(1, 40):  # more than the three tiers hold together (28 blocks)
         check(lib.cxlt_block_admit(rt, lib.cxlt_key_from_sequence(9, i), ctypes.byref(block)), "admit")
-        check(lib.cxlt_step(rt), "step")
+        check(lib.cxlt_runtime_step(rt), "step")
     check(lib.cxlt_runtime_wait_idle(rt, -1), "wait_idle")
     later = PolicyState()
-    check(lib.cxlt_policy_state(rt, first, ctypes.byref(later)), "policy_state")
+    check(lib.cxlt_runtime_policy_state(rt, first, ctypes.byref(later)), "policy_state")
     if later.tier >= 0:  # LRFU kept it resident: the sequence ends, free its bytes, keep its state
         check(lib.cxlt_block_release(rt, first, 1), "release")
     gone = PolicyState()
-    check(lib.cxlt_policy_state(rt, first, ctypes.byref(gone)), "policy_state")
+    check(lib.cxlt_runtime_policy_state(rt, first, ctypes.byref(gone)), "policy_state")
     check(lib.cxlt_block_admit(rt, first, ctypes.byref(block)), "admit again")
     after = PolicyState()
-    check(lib.cxlt_policy_state(rt, first, ctypes.byref(after)), "policy_state")
+    check(lib.cxlt_runtime_policy_state(rt, first, ctypes.byref(after)), "policy_state")
     print(f"score {before.score:.6f} in tier {before.tier}; later tier {later.tier}, then {gone.tier}; "
           f"re-admitted with score {after.score:.6f} in tier {after.tier}")
     lib.cxlt_runtime_close(rt)

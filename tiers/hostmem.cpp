@@ -3,7 +3,7 @@
 // touch, and per-page placement queries (see hostmem.hpp).
 #include "hostmem.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <numaif.h>
 #include <sys/mman.h>

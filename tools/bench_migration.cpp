@@ -15,7 +15,7 @@
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -9,7 +9,7 @@
 #include "gnuplot.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include "cxlt_config.h"
 

@@ -16,7 +16,7 @@
 
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <hiredis/hiredis.h>
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 
 #include <cxltier/policy.hpp>
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -4,8 +4,8 @@
 #include "commands.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/trace.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <chrono>
 #include <cstdio>

@@ -10,7 +10,7 @@
 #include "cuda/gpu_bench.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -10,8 +10,8 @@
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/trace.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/trace.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <nlohmann/json.hpp>
 

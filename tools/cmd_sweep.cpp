@@ -8,8 +8,8 @@
 #include "replay_cli.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/replay.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/replay.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <cmath>
 #include <cstdio>

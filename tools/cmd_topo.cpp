@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include <cxltier/topology.hpp>
+#include <cxltier/tools/topology_text.hpp>
 
 #include <cstdio>
 #include <memory>

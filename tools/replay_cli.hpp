@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/trace.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <chrono>
 #include <cstdio>

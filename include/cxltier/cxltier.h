@@ -9,7 +9,12 @@
  * Conventions:
  *   - CXLT_OK (0) is success; every other value is an error. After an error the thread-local
  *     message from cxlt_last_error() names what was wrong (the field, the key, the file).
- *   - Output parameters are written only on success.
+ *   - Output parameters are written only on success. A NULL required output pointer is
+ *     CXLT_ERROR_INVALID_ARGUMENT.
+ *   - Every call that takes a cxlt_runtime_t returns CXLT_ERROR_CLOSED for a handle that is
+ *     closed or was never opened; each function below lists its other errors.
+ *   - Results marked CXLT_NODISCARD must be checked: ignoring them loses the only report of an
+ *     error (or a handle that must be freed).
  *   - A cxlt_runtime_t is safe to call from several threads at once.
  */
 #ifndef CXLTIER_CXLTIER_H
@@ -19,12 +24,31 @@
 #include <stdint.h>
 
 /* --- Attributes --------------------------------------------------------------------------- */
+/*
+ * CXLT_API: exported from libcxltier.so.
+ * CXLT_NODISCARD: the result must be looked at (it is the only report of an error, or it owns a
+ *   handle). C++17 and later get [[nodiscard]], which a cast to void silences; C gets GCC's
+ *   warn_unused_result, which only a use of the value silences.
+ * CXLT_DEPRECATED(msg): a name kept for compatibility; using it warns with msg.
+ */
 #if defined(__GNUC__)
 #define CXLT_API __attribute__((visibility("default")))
-#define CXLT_NODISCARD __attribute__((warn_unused_result))
 #else
 #define CXLT_API
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define CXLT_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__)
+#define CXLT_NODISCARD __attribute__((warn_unused_result))
+#else
 #define CXLT_NODISCARD
+#endif
+
+#if defined(__GNUC__)
+#define CXLT_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define CXLT_DEPRECATED(msg)
 #endif
 
 #ifdef __cplusplus
@@ -75,7 +99,7 @@ CXLT_API const char *cxlt_last_error(void) CXLT_NOEXCEPT;
 
 /* --- Identity keys ------------------------------------------------------------------------ */
 /** A 128-bit block identity. The score store is keyed by it. {0,0} is the root parent. */
-typedef struct { uint64_t hi, lo; } cxlt_key_t;
+typedef struct cxlt_key_s { uint64_t hi, lo; } cxlt_key_t;
 
 /** \return the key of block `block_index` of sequence `sequence_id` (XXH3-128, domain-separated). */
 CXLT_API cxlt_key_t cxlt_key_from_sequence(uint64_t sequence_id, uint64_t block_index) CXLT_NOEXCEPT;
@@ -95,11 +119,17 @@ CXLT_API cxlt_key_t cxlt_key_from_tokens(cxlt_key_t parent, const int32_t *token
  * tokens_per_block. The canonical model (80, 8, 128, 2, 16) gives 5,242,880 bytes.
  * \return CXLT_ERROR_INVALID_ARGUMENT if a field is zero or the product overflows 64 bits.
  */
-CXLT_API cxlt_result_t cxlt_block_bytes(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
-                                        uint32_t bytes_per_element, uint32_t tokens_per_block,
-                                        uint64_t *out_bytes) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_bytes(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+                                                       uint32_t bytes_per_element, uint32_t tokens_per_block,
+                                                       uint64_t *out_bytes) CXLT_NOEXCEPT;
 
 /* --- Tiers -------------------------------------------------------------------------------- */
+/**
+ * The most tiers a runtime has: a configuration with more is refused (CXLT_ERROR_CONFIG). It
+ * sizes the per-tier arrays of cxlt_stats_t, so it changes only with CXLT_STATS_VERSION.
+ */
+#define CXLT_MAX_TIERS 8
+
 /** Memory kinds, as discovered from hwloc. Order here is not the performance order. */
 typedef enum cxlt_tier_kind {
   CXLT_TIER_HBM = 0,     /**< high-bandwidth memory attached to the CPU (MCDRAM, HBM) */
@@ -116,7 +146,7 @@ typedef enum cxlt_tier_kind {
 CXLT_API const char *cxlt_tier_kind_name(cxlt_tier_kind_t kind) CXLT_NOEXCEPT;
 
 /** One tier of a runtime, as cxlt_runtime_tier_info reports it. */
-typedef struct cxlt_tier_info {
+typedef struct cxlt_tier_info_s {
   int rank;                   /**< 0 is the fastest tier */
   cxlt_tier_kind_t kind;
   char name[32];              /**< e.g. "hbm", "dram", "cxl", "gpu0" */
@@ -130,11 +160,11 @@ typedef struct cxlt_tier_info {
 } cxlt_tier_info_t;
 
 /* --- Runtime ------------------------------------------------------------------------------ */
-typedef struct cxlt_runtime cxlt_runtime_t;
-typedef struct cxlt_config cxlt_config_t;
+typedef struct cxlt_runtime_s cxlt_runtime_t;
+typedef struct cxlt_config_s cxlt_config_t;
 
 /** A resident block: where its bytes are. `data` is NULL on the null backend. */
-typedef struct {
+typedef struct cxlt_block_s {
   void *data;        /**< start of the block's bytes, valid while the block is pinned */
   size_t bytes;      /**< the block size of the runtime */
   int tier;          /**< rank of the tier that holds it */
@@ -142,46 +172,69 @@ typedef struct {
 } cxlt_block_t;
 
 /** A block's policy state, kept in the score store whether or not the block is resident. */
-typedef struct {
+typedef struct cxlt_policy_state_s {
   double score;               /**< LRFU score in [0, 1]; higher is hotter */
   uint64_t last_access_step;  /**< decode step of the last access */
   uint64_t accesses;          /**< number of accesses ever recorded */
   int tier;                   /**< tier rank, or -1 when the block is resident nowhere */
 } cxlt_policy_state_t;
 
-/** Configuration handle: lets engines set fields one by one, so new fields never break the ABI. */
-/**
- * Create a configuration: every default, then the CXLT_* environment variables applied
- * (a bad variable fails with CXLT_ERROR_CONFIG naming it). Precedence does not depend on call
- * order: default < file (cxlt_config_load_file) < environment < cxlt_config_set.
+/*
+ * Configuration handle: lets engines set fields one by one, so new fields never break the ABI.
+ * Every call below that takes a handle returns CXLT_ERROR_INVALID_ARGUMENT for a NULL one.
  */
-CXLT_API cxlt_result_t cxlt_config_create(cxlt_config_t **out) CXLT_NOEXCEPT;
-/** Merge a TOML file into cfg. \return CXLT_ERROR_IO, or CXLT_ERROR_CONFIG naming the line and key. */
-CXLT_API cxlt_result_t cxlt_config_load_file(cxlt_config_t *cfg, const char *path) CXLT_NOEXCEPT;
+/**
+ * Create a configuration: every default, then the CXLT_* environment variables applied.
+ * Precedence does not depend on call order: default < file (cxlt_config_load_file) <
+ * environment < cxlt_config_set. Free it with cxlt_config_destroy.
+ * \return CXLT_ERROR_CONFIG naming a bad variable; CXLT_ERROR_INVALID_ARGUMENT for a NULL out;
+ *         CXLT_ERROR_OUT_OF_HOST_MEMORY.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_config_create(cxlt_config_t **out) CXLT_NOEXCEPT;
+/**
+ * Merge a TOML file into cfg.
+ * \return CXLT_ERROR_IO (unreadable file), CXLT_ERROR_CONFIG naming the line and key,
+ *         CXLT_ERROR_INVALID_ARGUMENT (NULL cfg or path).
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_config_load_file(cxlt_config_t *cfg, const char *path) CXLT_NOEXCEPT;
 /**
  * Set one key, with the names of the TOML file ("policy.alpha", "tiers.0.budget", ...; see
  * docs/configuration.md) and the value as text ("0.05", "4GiB", "lrfu").
- * \return CXLT_ERROR_CONFIG for an unknown key or a value of the wrong type.
+ * \return CXLT_ERROR_CONFIG for an unknown key or a value of the wrong type;
+ *         CXLT_ERROR_INVALID_ARGUMENT for a NULL argument.
  */
-CXLT_API cxlt_result_t cxlt_config_set(cxlt_config_t *cfg, const char *key, const char *value) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_config_set(cxlt_config_t *cfg, const char *key, const char *value) CXLT_NOEXCEPT;
 /** Check every field. \return CXLT_ERROR_CONFIG with the bad field named in cxlt_last_error(). */
-CXLT_API cxlt_result_t cxlt_config_validate(const cxlt_config_t *cfg) CXLT_NOEXCEPT;
-/** Write the effective configuration as TOML into buf (NUL-terminated); *needed gets the size. */
-CXLT_API cxlt_result_t cxlt_config_dump(const cxlt_config_t *cfg, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_config_validate(const cxlt_config_t *cfg) CXLT_NOEXCEPT;
+/**
+ * Write the effective configuration as TOML into buf (NUL-terminated). *needed (may be NULL)
+ * always gets the size with the NUL.
+ * \return CXLT_ERROR_INVALID_ARGUMENT for a NULL cfg, or a buf that is NULL or smaller than
+ *         that size (nothing written to it).
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_config_dump(const cxlt_config_t *cfg, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
+/** Free a configuration handle. NULL does nothing. Cannot fail. */
 CXLT_API void cxlt_config_destroy(cxlt_config_t *cfg) CXLT_NOEXCEPT;
 
 /**
  * Open a runtime from a TOML file (NULL: defaults, on this machine's tiers or the embedded
  * default topology). CXLT_* environment variables override the file.
+ * *out gets a handle to close with cxlt_runtime_close or cxlt_runtime_close_ex.
  * \return CXLT_ERROR_CONFIG, CXLT_ERROR_IO, CXLT_ERROR_TOPOLOGY, CXLT_ERROR_BACKEND,
- *         CXLT_ERROR_CORRUPT (a damaged score-store checkpoint: nothing is loaded).
+ *         CXLT_ERROR_CORRUPT (a damaged score-store checkpoint: nothing is loaded),
+ *         CXLT_ERROR_INVALID_ARGUMENT (NULL out).
  */
-CXLT_API cxlt_result_t cxlt_runtime_open(const char *config_path, cxlt_runtime_t **out) CXLT_NOEXCEPT;
-/** Open a runtime from a configuration handle (the handle may be destroyed afterwards). */
-CXLT_API cxlt_result_t cxlt_runtime_open_config(const cxlt_config_t *cfg, cxlt_runtime_t **out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_open(const char *config_path, cxlt_runtime_t **out) CXLT_NOEXCEPT;
+/**
+ * Open a runtime from a configuration handle (the handle may be destroyed afterwards).
+ * \return as cxlt_runtime_open; CXLT_ERROR_INVALID_ARGUMENT for a NULL cfg or out.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_open_config(const cxlt_config_t *cfg, cxlt_runtime_t **out) CXLT_NOEXCEPT;
 /**
  * Wait for migrations in flight, write the score-store checkpoint if persistence is on, free
  * every tier's memory. Calls that race with close, or come after it, return CXLT_ERROR_CLOSED.
+ * Reports nothing: a failed final checkpoint is only in cxlt_last_error(); engines that need to
+ * know call cxlt_runtime_close_ex.
  */
 CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
 /**
@@ -192,7 +245,7 @@ CXLT_API void cxlt_runtime_close(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
  *         could not be written (the previous checkpoint file is intact; the reason is in
  *         cxlt_last_error()); CXLT_ERROR_CLOSED for a handle already closed or never opened.
  */
-CXLT_API cxlt_result_t cxlt_runtime_close_ex(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_close_ex(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
 
 /**
  * Give the block `key` a slot in the fastest tier with room under its budget, demoting the
@@ -203,7 +256,7 @@ CXLT_API cxlt_result_t cxlt_runtime_close_ex(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
  * \return CXLT_ERROR_OUT_OF_TIER_MEMORY if every block is pinned; CXLT_ERROR_BACKEND if a tier
  *         could not supply memory (nothing moved).
  */
-CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
 /** Flags of cxlt_block_admit_ex. */
 #define CXLT_ADMIT_PIN 1u /**< return the block pinned (admit and pin in one step) */
 
@@ -213,8 +266,8 @@ CXLT_API cxlt_result_t cxlt_block_admit(cxlt_runtime_t *rt, cxlt_key_t key, cxlt
  * recompute the KV), 0 when the block was already resident (its bytes are as last written).
  * \return CXLT_ERROR_INVALID_ARGUMENT for an unknown flag.
  */
-CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned flags, cxlt_block_t *out,
-                                           int *placed) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, unsigned flags, cxlt_block_t *out,
+                                                          int *placed) CXLT_NOEXCEPT;
 
 /**
  * Record one decode step's accesses: for each of n keys, score = alpha*attention +
@@ -223,14 +276,14 @@ CXLT_API cxlt_result_t cxlt_block_admit_ex(cxlt_runtime_t *rt, cxlt_key_t key, u
  * The batch is checked first: \return CXLT_ERROR_INVALID_ARGUMENT (an attention value outside
  * [0,1] or not finite) or CXLT_ERROR_NOT_FOUND (a key not resident) with nothing applied.
  */
-CXLT_API cxlt_result_t cxlt_block_access(cxlt_runtime_t *rt, const cxlt_key_t *keys,
-                                         const float *attention, size_t n) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_access(cxlt_runtime_t *rt, const cxlt_key_t *keys,
+                                                        const float *attention, size_t n) CXLT_NOEXCEPT;
 /** As cxlt_block_access, by the handles that admit/lookup returned (no hashing). A stale handle gives CXLT_ERROR_NOT_FOUND. */
-CXLT_API cxlt_result_t cxlt_block_access_handles(cxlt_runtime_t *rt, const uint64_t *handles,
-                                                 const float *attention, size_t n) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_access_handles(cxlt_runtime_t *rt, const uint64_t *handles,
+                                                                const float *attention, size_t n) CXLT_NOEXCEPT;
 
 /** Where the block is now. \return CXLT_ERROR_NOT_FOUND if it is resident nowhere. */
-CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
 
 /** Flags of cxlt_block_move. */
 #define CXLT_MOVE_WAIT 1u /**< return when the copy is done (else it is queued) */
@@ -243,23 +296,23 @@ CXLT_API cxlt_result_t cxlt_block_lookup(cxlt_runtime_t *rt, cxlt_key_t key, cxl
  *         CXLT_ERROR_INVALID_ARGUMENT (no such tier or flag), CXLT_ERROR_BACKEND (the copy failed;
  *         the block stays where it was).
  */
-CXLT_API cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsigned flags,
-                                       cxlt_block_t *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_move(cxlt_runtime_t *rt, cxlt_key_t key, int tier, unsigned flags,
+                                                      cxlt_block_t *out) CXLT_NOEXCEPT;
 
 /**
  * Pin a resident block: it will not move or be dropped until unpinned, and out->data stays
  * valid. Pins nest. If the block is being migrated, waits for that copy to finish.
  */
-CXLT_API cxlt_result_t cxlt_block_pin(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_pin(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_block_t *out) CXLT_NOEXCEPT;
 /** Undo one pin. \return CXLT_ERROR_INVALID_ARGUMENT if the block is not pinned. */
-CXLT_API cxlt_result_t cxlt_block_unpin(cxlt_runtime_t *rt, cxlt_key_t key) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_unpin(cxlt_runtime_t *rt, cxlt_key_t key) CXLT_NOEXCEPT;
 
 /**
  * The sequence that owned the block ended. The block stays cached (and evictable) unless
  * `forget` is non-zero, in which case its bytes are freed now (its policy state is kept).
  * \return CXLT_ERROR_NOT_FOUND if not resident, CXLT_ERROR_BUSY if pinned.
  */
-CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, int forget) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, int forget) CXLT_NOEXCEPT;
 
 /* --- Batch calls -------------------------------------------------------------------------- */
 /*
@@ -282,8 +335,8 @@ CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, in
  *         moved for it; CXLT_ERROR_BACKEND if a tier could not supply memory (the blocks this
  *         call placed are freed again, their state as before).
  */
-CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
-                                              cxlt_block_t *blocks_out, int *placed_out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
+                                                             cxlt_block_t *blocks_out, int *placed_out) CXLT_NOEXCEPT;
 
 /** Flags of cxlt_prefix_lookup. */
 #define CXLT_LOOKUP_PIN 1u   /**< pin every block of the matched prefix, in one step */
@@ -304,8 +357,8 @@ CXLT_API cxlt_result_t cxlt_block_admit_batch(cxlt_runtime_t *rt, const cxlt_key
  *         block pinned 65535 times: nothing pinned). A key resident nowhere is not an error: it
  *         ends the prefix.
  */
-CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
-                                          size_t *matched, cxlt_block_t *blocks_out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n, unsigned flags,
+                                                         size_t *matched, cxlt_block_t *blocks_out) CXLT_NOEXCEPT;
 
 /**
  * cxlt_block_release of each key (forget != 0: the bytes of each are freed now).
@@ -313,39 +366,73 @@ CXLT_API cxlt_result_t cxlt_prefix_lookup(cxlt_runtime_t *rt, const cxlt_key_t *
  *         CXLT_ERROR_INVALID_ARGUMENT (NULL keys with n > 0, a key given twice, or, without
  *         forget, a key released before): nothing released.
  */
-CXLT_API cxlt_result_t cxlt_block_release_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n,
-                                                int forget) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_release_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n,
+                                                               int forget) CXLT_NOEXCEPT;
 
 /**
  * cxlt_block_unpin of each key; a key may be given as many times as it is pinned.
  * \return CXLT_ERROR_NOT_FOUND (a key not resident), CXLT_ERROR_INVALID_ARGUMENT (NULL keys with
  *         n > 0, a key not pinned, or given more times than it is pinned): nothing unpinned.
  */
-CXLT_API cxlt_result_t cxlt_block_unpin_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_unpin_batch(cxlt_runtime_t *rt, const cxlt_key_t *keys, size_t n) CXLT_NOEXCEPT;
 
-/** The block's policy state (resident or not). \return CXLT_ERROR_NOT_FOUND if never seen (or forgotten). */
-CXLT_API cxlt_result_t cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) CXLT_NOEXCEPT;
+/**
+ * The block's policy state, resident or not.
+ * \return CXLT_ERROR_NOT_FOUND if never seen (or forgotten); CXLT_ERROR_INVALID_ARGUMENT for a
+ *         NULL out; CXLT_ERROR_CLOSED for a closed handle.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_policy_state(cxlt_runtime_t *rt, cxlt_key_t key,
+                                                                cxlt_policy_state_t *out) CXLT_NOEXCEPT;
 
-/** Advance the decode clock by one step. */
-CXLT_API cxlt_result_t cxlt_step(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
-/** The current decode step. */
-CXLT_API cxlt_result_t cxlt_current_step(cxlt_runtime_t *rt, uint64_t *out) CXLT_NOEXCEPT;
+/** Advance the decode clock by one step. \return CXLT_ERROR_CLOSED for a closed handle. */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_step(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+/**
+ * The current decode step into *out.
+ * \return CXLT_ERROR_INVALID_ARGUMENT for a NULL out; CXLT_ERROR_CLOSED for a closed handle.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_current_step(cxlt_runtime_t *rt, uint64_t *out) CXLT_NOEXCEPT;
 
-/** Wait until no migration is queued or in flight (timeout_ms < 0: forever). */
-CXLT_API cxlt_result_t cxlt_runtime_wait_idle(cxlt_runtime_t *rt, int64_t timeout_ms) CXLT_NOEXCEPT;
-/** Write the score-store checkpoint now (atomic: write, fsync, rename). */
-CXLT_API cxlt_result_t cxlt_runtime_checkpoint(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+/*
+ * Deprecated names of the three calls above, from before the calls on a runtime as a whole were
+ * all named cxlt_runtime_*. They stay exported, and behave exactly as the new names, for the 0.1
+ * series so that engines built against 0.1.0 keep loading; they are removed in 0.2.0.
+ */
+/** Deprecated (removed in 0.2.0): use cxlt_runtime_policy_state. */
+CXLT_NODISCARD CXLT_DEPRECATED("use cxlt_runtime_policy_state") CXLT_API cxlt_result_t
+cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) CXLT_NOEXCEPT;
+/** Deprecated (removed in 0.2.0): use cxlt_runtime_step. */
+CXLT_NODISCARD CXLT_DEPRECATED("use cxlt_runtime_step") CXLT_API cxlt_result_t
+cxlt_step(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+/** Deprecated (removed in 0.2.0): use cxlt_runtime_current_step. */
+CXLT_NODISCARD CXLT_DEPRECATED("use cxlt_runtime_current_step") CXLT_API cxlt_result_t
+cxlt_current_step(cxlt_runtime_t *rt, uint64_t *out) CXLT_NOEXCEPT;
 
-/** Number of tiers of the runtime. */
-CXLT_API cxlt_result_t cxlt_runtime_tier_count(cxlt_runtime_t *rt, size_t *out) CXLT_NOEXCEPT;
-/** Description and occupancy of tier `rank`. */
-CXLT_API cxlt_result_t cxlt_runtime_tier_info(cxlt_runtime_t *rt, size_t rank, cxlt_tier_info_t *out) CXLT_NOEXCEPT;
+/**
+ * Wait until no migration is queued or in flight (timeout_ms < 0: forever).
+ * \return CXLT_ERROR_TIMEOUT when migrations are still in flight at the deadline;
+ *         CXLT_ERROR_CLOSED for a closed handle.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_wait_idle(cxlt_runtime_t *rt, int64_t timeout_ms) CXLT_NOEXCEPT;
+/**
+ * Write the score-store checkpoint now (atomic: write, fsync, rename).
+ * \return CXLT_ERROR_IO when it could not be written (the previous file is intact);
+ *         CXLT_ERROR_CLOSED for a closed handle.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_checkpoint(cxlt_runtime_t *rt) CXLT_NOEXCEPT;
+
+/** Number of tiers of the runtime. \return CXLT_ERROR_INVALID_ARGUMENT (NULL out), CXLT_ERROR_CLOSED. */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_tier_count(cxlt_runtime_t *rt, size_t *out) CXLT_NOEXCEPT;
+/**
+ * Description and occupancy of tier `rank`.
+ * \return CXLT_ERROR_INVALID_ARGUMENT (NULL out, no such tier), CXLT_ERROR_CLOSED.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_runtime_tier_info(cxlt_runtime_t *rt, size_t rank, cxlt_tier_info_t *out) CXLT_NOEXCEPT;
 
 /* --- Stats -------------------------------------------------------------------------------- */
+/** The version of cxlt_stats_t's layout that cxlt_stats_get fills. */
 #define CXLT_STATS_VERSION 1
-#define CXLT_MAX_TIERS 8
 
-typedef struct {
+typedef struct cxlt_tier_stats_s {
   uint64_t budget_bytes;  /**< configured budget */
   uint64_t used_bytes;    /**< bytes of resident blocks */
   uint64_t blocks;        /**< resident blocks */
@@ -354,7 +441,7 @@ typedef struct {
 } cxlt_tier_stats_t;
 
 /** Counters since open. Set `size` to sizeof(cxlt_stats_t) and `version` to CXLT_STATS_VERSION. */
-typedef struct {
+typedef struct cxlt_stats_s {
   size_t size;
   uint32_t version;
   uint32_t tier_count;
@@ -396,11 +483,17 @@ typedef struct {
 /**
  * Fill *out. out->size is sizeof(cxlt_stats_t) or, for a caller built before the placement
  * fields, offsetof(cxlt_stats_t, inversions): only that many bytes are written.
- * \return CXLT_ERROR_INVALID_ARGUMENT if out->size or out->version is not one this library knows.
+ * \return CXLT_ERROR_INVALID_ARGUMENT if out is NULL, or out->size or out->version is not one
+ *         this library knows; CXLT_ERROR_CLOSED for a closed handle.
  */
-CXLT_API cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) CXLT_NOEXCEPT;
-/** The same counters as a JSON object, NUL-terminated, into buf; *needed gets the size with the NUL. */
-CXLT_API cxlt_result_t cxlt_stats_json(cxlt_runtime_t *rt, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) CXLT_NOEXCEPT;
+/**
+ * The same counters as a JSON object, NUL-terminated, into buf; *needed (may be NULL) always gets
+ * the size with the NUL.
+ * \return CXLT_ERROR_INVALID_ARGUMENT for a buf that is NULL or smaller than that size (nothing
+ *         written to it); CXLT_ERROR_CLOSED for a closed handle.
+ */
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_stats_json(cxlt_runtime_t *rt, char *buf, size_t cap, size_t *needed) CXLT_NOEXCEPT;
 
 /* --- GPUs (CUDA) -------------------------------------------------------------------------- */
 /*
@@ -422,9 +515,9 @@ typedef struct cxlt_gpu_info_s {
 } cxlt_gpu_info_t;
 
 /** Number of CUDA devices. \return CXLT_ERROR_NOT_SUPPORTED (see above), CXLT_ERROR_INVALID_ARGUMENT for NULL. */
-CXLT_API cxlt_result_t cxlt_gpu_count(int *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_gpu_count(int *out) CXLT_NOEXCEPT;
 /** Describe device `device`. \return CXLT_ERROR_NOT_SUPPORTED, or CXLT_ERROR_INVALID_ARGUMENT (NULL, no such device). */
-CXLT_API cxlt_result_t cxlt_gpu_info(int device, cxlt_gpu_info_t *out) CXLT_NOEXCEPT;
+CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_gpu_info(int device, cxlt_gpu_info_t *out) CXLT_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

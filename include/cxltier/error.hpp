@@ -20,9 +20,16 @@ private:
   cxlt_result_t code_;
 };
 
-// Throw an Error with a message built from the arguments (streamed with operator<<).
+// Throw an Error with a message built from the arguments (streamed with operator<<). The
+// library's own helper, not part of the API: hidden, so that none of its instances is exported
+// from libcxltier.so (or from an engine's library that happens to use it).
+#if defined(__GNUC__)
+#define CXLT_FAIL_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CXLT_FAIL_HIDDEN
+#endif
 template <typename... Args>
-[[noreturn]] void fail(cxlt_result_t code, const Args &...args);
+[[noreturn]] CXLT_FAIL_HIDDEN void fail(cxlt_result_t code, const Args &...args);
 
 }  // namespace cxltier
 
@@ -30,9 +37,11 @@ template <typename... Args>
 
 namespace cxltier {
 template <typename... Args>
-[[noreturn]] void fail(cxlt_result_t code, const Args &...args) {
+[[noreturn]] CXLT_FAIL_HIDDEN void fail(cxlt_result_t code, const Args &...args) {
   std::ostringstream os;
   (os << ... << args);
   throw Error(code, os.str());
 }
 }  // namespace cxltier
+
+#undef CXLT_FAIL_HIDDEN

@@ -76,13 +76,6 @@ CXLT_API Topology embedded_default_topology();
 // the number of tiers added.
 CXLT_API size_t append_gpu_tiers(Topology &topo);
 
-// The exact JSON of `cxltier topo --json` (see docs/topology.md), as text: the keys "source",
-// "hwloc_version", "origin", "note" and "tiers" (each with "rank", "kind", "numa_nodes",
-// "capacity_bytes", "bandwidth_mib_s" and "latency_ns" (number or null), "evidence", "emulated").
-CXLT_API std::string topology_to_json(const Topology &topo, int indent = 2);
-
-// The readable table of `cxltier topo`: a header line (source, hwloc version, EMULATED when it
-// is), the note, one row per tier with units in every column header, then each tier's evidence.
-CXLT_API std::string topology_to_table(const Topology &topo);
+// Printing a Topology (`cxltier topo`): cxltier/tools/topology_text.hpp.
 
 }  // namespace cxltier

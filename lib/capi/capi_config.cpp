@@ -19,7 +19,7 @@ extern "C" {
 cxlt_result_t cxlt_config_create(cxlt_config_t **out) noexcept {
   return capi::capi_call([&] {
     CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_config_create: out is NULL");
-    auto h = std::make_unique<cxlt_config>();
+    auto h = std::make_unique<cxlt_config_s>();
     h->cfg.apply_environment();  // CONFIG naming the variable for a bad value
     *out = h.release();
     return CXLT_OK;

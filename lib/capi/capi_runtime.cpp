@@ -201,30 +201,43 @@ cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxlt_key_t key, int forget)
   });
 }
 
-cxlt_result_t cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) noexcept {
+cxlt_result_t cxlt_runtime_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) noexcept {
   return capi::capi_call([&] {
     auto r = get(rt);
-    CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_policy_state: out is NULL");
+    CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_runtime_policy_state: out is NULL");
     if (!r->policy_state(Key::from(key), out))
-      fail(CXLT_ERROR_NOT_FOUND, "cxlt_policy_state: block ", Key::from(key).hex(), " was never seen (or was forgotten)");
+      fail(CXLT_ERROR_NOT_FOUND, "cxlt_runtime_policy_state: block ", Key::from(key).hex(),
+           " was never seen (or was forgotten)");
     return CXLT_OK;
   });
 }
 
-cxlt_result_t cxlt_step(cxlt_runtime_t *rt) noexcept {
+cxlt_result_t cxlt_runtime_step(cxlt_runtime_t *rt) noexcept {
   return capi::capi_call([&] {
     get(rt)->step();
     return CXLT_OK;
   });
 }
 
-cxlt_result_t cxlt_current_step(cxlt_runtime_t *rt, uint64_t *out) noexcept {
+cxlt_result_t cxlt_runtime_current_step(cxlt_runtime_t *rt, uint64_t *out) noexcept {
   return capi::capi_call([&] {
     auto r = get(rt);
-    CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_current_step: out is NULL");
+    CXLT_CAPI_REQUIRE(out != nullptr, "cxlt_runtime_current_step: out is NULL");
     *out = r->current_step();
     return CXLT_OK;
   });
+}
+
+// The deprecated names (cxltier.h): exported functions, so that engines linked against 0.1.0
+// keep resolving them, each the new call under its old name.
+cxlt_result_t cxlt_policy_state(cxlt_runtime_t *rt, cxlt_key_t key, cxlt_policy_state_t *out) noexcept {
+  return cxlt_runtime_policy_state(rt, key, out);
+}
+
+cxlt_result_t cxlt_step(cxlt_runtime_t *rt) noexcept { return cxlt_runtime_step(rt); }
+
+cxlt_result_t cxlt_current_step(cxlt_runtime_t *rt, uint64_t *out) noexcept {
+  return cxlt_runtime_current_step(rt, out);
 }
 
 cxlt_result_t cxlt_runtime_wait_idle(cxlt_runtime_t *rt, int64_t timeout_ms) noexcept {

@@ -5,6 +5,6 @@
 
 #include <cxltier/config.hpp>
 
-struct cxlt_config {
+struct cxlt_config_s {
   cxltier::RuntimeConfig cfg;
 };

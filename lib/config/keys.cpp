@@ -3,7 +3,7 @@
 // lookup of a key by its name. Every value goes through the parsers of units.hpp.
 #include "config/keys.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include "memory/copy.hpp"
 #include "memory/tier_ops.hpp"

@@ -3,7 +3,7 @@
 // budgets that hold a block, a known backend), each naming the key and where it was set.
 #include "config/keys.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include "memory/copy.hpp"
 #include "memory/tier_ops.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Parsers for sizes, numbers and lists typed by users (CLI flags, config values, environment).
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 #include <cxltier/error.hpp>
 
 #include "core/text.hpp"

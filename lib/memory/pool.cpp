@@ -5,7 +5,7 @@
 #include "pool.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <algorithm>
 #include <new>

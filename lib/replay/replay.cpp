@@ -4,9 +4,9 @@
 // OPT pre-pass (next use of every reference), the result and its JSON.
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
-#include <cxltier/replay.hpp>
+#include <cxltier/tools/replay.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include "memory/choose.hpp"
 #include "replay/id_table.hpp"

@@ -3,7 +3,7 @@
 // capacity, persistence on and off, run in parallel (one runtime and one trace reader per run,
 // one shared OPT next-use table), then checked: no policy may beat OPT.
 #include <cxltier/error.hpp>
-#include <cxltier/replay.hpp>
+#include <cxltier/tools/replay.hpp>
 
 #include <nlohmann/json.hpp>
 

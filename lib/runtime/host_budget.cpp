@@ -3,7 +3,7 @@
 #include "runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <cstdio>
 #include <cstring>

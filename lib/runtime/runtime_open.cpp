@@ -8,7 +8,7 @@
 #include "runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <algorithm>
 #include <cstdio>

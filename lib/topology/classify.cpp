@@ -7,7 +7,7 @@
 #include "topology/hwloc_load.hpp"
 #include "core/text.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <algorithm>
 #include <cmath>

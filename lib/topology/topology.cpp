@@ -3,7 +3,8 @@
 // XML file), the embedded default, and the JSON and table renderings `cxltier topo` prints.
 #include <cxltier/error.hpp>
 #include <cxltier/topology.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/topology_text.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include "topology/gpu.hpp"
 #include "topology/classify.hpp"

@@ -2,7 +2,7 @@
 // The trace readers: format names, detection from content, and one line parser per format on
 // top of the strict JSON scanner. A line is a request, another valid event (Dynamo tool calls),
 // or malformed (reported with its number and reason; strict mode throws).
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <cxltier/error.hpp>
 

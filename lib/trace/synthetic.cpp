@@ -2,7 +2,7 @@
 // The synthetic attention workload: sequences that arrive, share system-prompt prefixes,
 // decode one token per step and finish; per step, attention concentrated on sinks, a recency
 // window and persistent heavy hitters, the rest spread thinly. And the attention trace writer.
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <cxltier/error.hpp>
 

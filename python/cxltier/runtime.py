@@ -532,18 +532,18 @@ class Runtime:
     def policy_state(self, key: Key) -> PolicyState:
         """The block's policy state, resident or not. NotFoundError if never seen."""
         out = N.PolicyStateStruct()
-        _check(self._lib.cxlt_policy_state(self._h(), _key(key), ctypes.byref(out)))
+        _check(self._lib.cxlt_runtime_policy_state(self._h(), _key(key), ctypes.byref(out)))
         return PolicyState(out.score, out.last_access_step, out.accesses, out.tier)
 
     # --- clock, background work, persistence
     def step(self) -> None:
         """Advance the decode clock by one step."""
-        _check(self._lib.cxlt_step(self._h()))
+        _check(self._lib.cxlt_runtime_step(self._h()))
 
     @property
     def current_step(self) -> int:
         out = ctypes.c_uint64()
-        _check(self._lib.cxlt_current_step(self._h(), ctypes.byref(out)))
+        _check(self._lib.cxlt_runtime_current_step(self._h(), ctypes.byref(out)))
         return out.value
 
     def wait_idle(self, timeout_ms: int = -1) -> None:

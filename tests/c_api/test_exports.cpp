@@ -63,6 +63,7 @@ TEST(Exports, NoTemplateInstanceOfTheStandardLibraryOrAThirdParty) {
       ours = ours || what.rfind(prefix, 0) == 0;
     EXPECT_TRUE(ours) << "exported: " << n;
     EXPECT_EQ(what.find("::Impl::"), std::string::npos) << "an implementation class is exported: " << n;
+    EXPECT_EQ(n.find("cxltier::fail"), std::string::npos) << "the internal fail() is exported: " << n;
   }
 }
 

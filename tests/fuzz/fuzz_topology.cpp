@@ -11,6 +11,7 @@
 
 #include <cxltier/error.hpp>
 #include <cxltier/topology.hpp>
+#include <cxltier/tools/topology_text.hpp>
 
 #include <cstddef>
 #include <cstdint>

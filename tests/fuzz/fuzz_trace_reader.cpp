@@ -5,7 +5,7 @@
 #include "fuzz_util.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the parsers of sizes, numbers and comma lists that every command-line
-// option and configuration value goes through (include/cxltier/units.hpp). Each must return or
+// option and configuration value goes through (include/cxltier/tools/units.hpp). Each must return or
 // throw cxltier::Error with CXLT_ERROR_INVALID_ARGUMENT, never crash or throw anything else;
 // a value they accept must mean what it says (a size printed as plain bytes parses back to
 // itself, every list item parses alone as it did in the list).
 #include "fuzz_util.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <cmath>
 #include <cstddef>

@@ -23,6 +23,7 @@
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
 #include <cxltier/topology.hpp>
+#include <cxltier/tools/topology_text.hpp>
 
 #include "cxlt_config.h"
 #include "../common/temp_dir.hpp"

@@ -16,7 +16,7 @@
 #include <cxltier/error.hpp>
 #include <cxltier/policy.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

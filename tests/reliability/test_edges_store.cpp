@@ -12,7 +12,7 @@
 #include <cxltier/cxltier.h>
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 // generated attention trace, at several capacities.
 #include "replay_test_util.hpp"
 
-#include <cxltier/replay.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/replay.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include "replay_test_util.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/replay.hpp>
+#include <cxltier/tools/replay.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

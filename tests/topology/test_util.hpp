@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cxltier/topology.hpp>
+#include <cxltier/tools/topology_text.hpp>
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // strict and lenient mode), on damaged gzip, empty and binary files, and against nlohmann on
 // tens of thousands of mutated lines (the scanner must accept exactly the valid ones).
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

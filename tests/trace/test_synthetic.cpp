@@ -4,7 +4,7 @@
 // more mass than the rest, shared prefixes share block ids, finished sequences stay finished,
 // and written traces (plain and gzip) read back identically, also through `cxltier gen-trace`.
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 #include "../runtime/runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // Keys, geometry and the unit parsers.
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <gtest/gtest.h>
 

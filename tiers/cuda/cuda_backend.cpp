@@ -19,7 +19,7 @@
 #include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <atomic>
 #include <cstdlib>

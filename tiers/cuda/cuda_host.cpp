@@ -24,7 +24,7 @@
 #include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -13,7 +13,7 @@
 #include "cuda/kv_layout.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <atomic>
 #include <chrono>

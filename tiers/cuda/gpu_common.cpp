@@ -5,7 +5,7 @@
 #include "topology/gpu.hpp"
 
 #include <cxltier/topology.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -4,7 +4,7 @@
 #include "cuda/host_register.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <numa.h>
 

@@ -4,7 +4,7 @@
 #include "cuda/kv_layout.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 namespace cxltier::cuda {
 

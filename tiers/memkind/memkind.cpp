@@ -9,7 +9,7 @@
 #include "memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <memkind.h>
 #include <numa.h>

@@ -7,7 +7,7 @@
 #include "memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <numa.h>
 #include <numaif.h>

@@ -3,6 +3,10 @@
 // Qwen-Bailian, Dynamo) and for cxltier's own attention trace, and the seeded synthetic
 // attention workload that writes that format and drives the runtime's main job in-process.
 // Formats, fields and every generator parameter are documented in docs/traces.md.
+//
+// Unstable: part of the cxltier CLI's toolkit (include/cxltier/tools/), not of the engine's
+// contract. Its names, types and behaviour may change in any release; the ABI and API promise
+// covers cxltier.h and the C++ headers beside it in include/cxltier/, not this file.
 #pragma once
 
 #include <cxltier/cxltier.h>

@@ -4,13 +4,17 @@
 // eviction index and score store code as with real memory), scored on hit rate. Belady's
 // optimum is the bound every policy is checked against. docs/replay.md says what each number
 // means; docs/replay-report.md holds the results on the shared traces.
+//
+// Unstable: part of the cxltier CLI's toolkit (include/cxltier/tools/), not of the engine's
+// contract. Its names, types and behaviour may change in any release; the ABI and API promise
+// covers cxltier.h and the C++ headers beside it in include/cxltier/, not this file.
 #pragma once
 
 #include <cxltier/config.hpp>
 #include <cxltier/cxltier.h>
 #include <cxltier/policy.hpp>
 #include <cxltier/topology.hpp>
-#include <cxltier/trace.hpp>
+#include <cxltier/tools/trace.hpp>
 
 #include <cstdint>
 #include <functional>

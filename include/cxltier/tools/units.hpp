@@ -2,6 +2,10 @@
 // Parsing and printing of the quantities users type: sizes, numbers and comma lists.
 // Every parser throws Error(CXLT_ERROR_INVALID_ARGUMENT) with a message that quotes the input
 // and names `what` (the option or field it came from).
+//
+// Unstable: part of the cxltier CLI's toolkit (include/cxltier/tools/), not of the engine's
+// contract. Its names, types and behaviour may change in any release; the ABI and API promise
+// covers cxltier.h and the C++ headers beside it in include/cxltier/, not this file.
 #pragma once
 
 #include <cxltier/cxltier.h>
