@@ -234,7 +234,7 @@ TEST(GpuBackends, CudaAndCudaHostRefuseWithTheReason) {
   p.budget_bytes = 16 * kMiB;
   for (const char *name : {"cuda", "cuda-host"}) {
     TierBackendParams q = p;
-    q.inner_backend = "emulated";
+    q.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");
     try {
       TierBackend b(name, q);
       FAIL() << name << " opened without a GPU";

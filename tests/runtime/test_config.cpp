@@ -129,8 +129,12 @@ std::vector<KeyCase> key_cases() {
       {"tiers.<n>.numa_nodes", "2, 3", "[2, 3]", [](C c) { return t1(c).numa_nodes == std::vector<unsigned>{2, 3}; }},
       {"tiers.<n>.budget", "4GiB", "\"4GiB\"", [](C c) { return t1(c).budget_bytes == 4 * GiB; }},
       {"tiers.<n>.backend", "emulated", "\"emulated\"", [](C c) { return t1(c).backend == "emulated"; }},
-      {"tiers.<n>.memkind_kind", "dax_kmem", "\"dax_kmem\"", [](C c) { return t1(c).memkind_kind == "dax_kmem"; }},
-      {"tiers.<n>.pace_mib_s", "2000", "2000.5", [](C c) { return t1(c).pace_mib_s == 2000 || t1(c).pace_mib_s == 2000.5; }},
+      {"tiers.<n>.memkind_kind", "dax_kmem", "\"dax_kmem\"", [](C c) { return t1(c).options.count("memkind_kind") && t1(c).options.at("memkind_kind") == "dax_kmem"; }},
+      {"tiers.<n>.pace_mib_s", "2000", "2000.5", [](C c) {
+         if (!t1(c).options.count("pace_mib_s")) return false;
+         double v = std::stod(t1(c).options.at("pace_mib_s"));
+         return v == 2000 || v == 2000.5;
+       }},
       {"tiers.<n>.bandwidth_mib_s", "30000", "30000", [](C c) { return t1(c).bandwidth_mib_s == 30000.0; }},
       {"tiers.<n>.latency_ns", "250.5", "250.5", [](C c) { return t1(c).latency_ns == 250.5; }},
       {"tiers.<n>.layout", "per-layer", "\"per-layer\"", [](C c) { return t1(c).layout == "per-layer"; }},
@@ -598,9 +602,9 @@ TEST(ConfigValidate, NamesTheField) {
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.numa_nodes = {4096}}}; }, "tiers.0.numa_nodes: node 4096 is above 1023"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm}, TierConfig{.kind = TierKind::dram, .budget_bytes = MiB}}; }, "tiers.1.budget = 1MiB is smaller than one block (5.00 MiB)"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .backend = "gpu"}}; }, "tiers.0.backend = 'gpu' is not a known backend"},
-      {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .memkind_kind = "x"}}; }, "tiers.0.memkind_kind = 'x' is not a known memkind kind"},
+      {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .options = {{"memkind_kind", "x"}}}}; }, "tiers.0.memkind_kind = 'x' is not a known memkind kind"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .layout = "strided"}}; }, "tiers.0.layout = 'strided' is not a known layout"},
-      {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .pace_mib_s = -1}}; }, "tiers.0.pace_mib_s = -1.0 must be a finite number >= 0"},
+      {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .options = {{"pace_mib_s", "-1"}}}}; }, "tiers.0.pace_mib_s = -1.0 must be a finite number >= 0"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .bandwidth_mib_s = 0.0}}; }, "tiers.0.bandwidth_mib_s = 0.0 must be > 0"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.kind = TierKind::hbm, .latency_ns = -2.0}}; }, "tiers.0.latency_ns = -2.0 must be > 0"},
       {[](RuntimeConfig &c) { c.tiers = {TierConfig{.name = "a b", .kind = TierKind::hbm}}; }, "tiers.0.name = 'a b' is not a tier name"},

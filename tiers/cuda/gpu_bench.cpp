@@ -89,18 +89,18 @@ void measure_device(const GpuDevice &gpu, const Params &p, std::vector<Row> &row
   TierBackendParams dp;
   dp.tier_name = "bench-gpu" + std::to_string(gpu.ordinal);
   dp.kind = TierKind::gpu;
-  dp.cuda_device = gpu.ordinal;
+  dp.set_option(CXLT_OPTION_DEVICE, std::to_string(gpu.ordinal));
   dp.block_bytes = B;
   dp.budget_bytes = 2 * pass;
   TierBackend dev("cuda", dp);
   TierBackendParams hp;
   hp.tier_name = "bench-host";
   hp.kind = TierKind::dram;
-  hp.cuda_device = gpu.ordinal;
+  hp.set_option(CXLT_OPTION_DEVICE, std::to_string(gpu.ordinal));
   hp.block_bytes = B;
   hp.budget_bytes = 2 * pass;
   hp.huge_pages = HugePageMode::thp;
-  hp.inner_backend = "emulated";
+  hp.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");
   TierBackend host("cuda-host", hp);
 
   Extents dx(dev), hx(host);
