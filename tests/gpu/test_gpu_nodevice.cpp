@@ -7,7 +7,7 @@
 // carving and its library's exports. Runs in every build, on every machine.
 #include "memory/backend.hpp"
 #include "topology/gpu.hpp"
-#include "cuda/gpu_bench.hpp"
+#include "tools/gpu_bench.hpp"
 #include "cuda/host_register.hpp"
 #include "cuda/kv_layout.hpp"
 #include "cuda/range_alloc.hpp"

@@ -5,10 +5,13 @@
 // workers call them; baselines are one cuMemcpyAsync of the whole pass per direction from
 // cuMemAllocHost memory. Each run measures the baseline then the candidate, so drift in the
 // machine affects both. The bytes are checked after the last pass (host -> device -> host).
+#include "gpu_bench.hpp"
+
 #include "memory/backend.hpp"
+// The CUDA tier's driver loader, copy engine and kernels: the bench drives them as the cuda
+// backend does, to compare each path with the plain driver call of the same bytes.
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu_bench.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
 
