@@ -130,11 +130,7 @@ std::vector<KeyCase> key_cases() {
       {"tiers.<n>.budget", "4GiB", "\"4GiB\"", [](C c) { return t1(c).budget_bytes == 4 * GiB; }},
       {"tiers.<n>.backend", "emulated", "\"emulated\"", [](C c) { return t1(c).backend == "emulated"; }},
       {"tiers.<n>.memkind_kind", "dax_kmem", "\"dax_kmem\"", [](C c) { return t1(c).options.count("memkind_kind") && t1(c).options.at("memkind_kind") == "dax_kmem"; }},
-      {"tiers.<n>.pace_mib_s", "2000", "2000.5", [](C c) {
-         if (!t1(c).options.count("pace_mib_s")) return false;
-         double v = std::stod(t1(c).options.at("pace_mib_s"));
-         return v == 2000 || v == 2000.5;
-       }},
+      {"tiers.<n>.pace_mib_s", "2000", "2000.5", [](C c) { double v = t1(c).options.count("pace_mib_s") ? std::stod(t1(c).options.at("pace_mib_s")) : 0; return v == 2000 || v == 2000.5; }},
       {"tiers.<n>.bandwidth_mib_s", "30000", "30000", [](C c) { return t1(c).bandwidth_mib_s == 30000.0; }},
       {"tiers.<n>.latency_ns", "250.5", "250.5", [](C c) { return t1(c).latency_ns == 250.5; }},
       {"tiers.<n>.layout", "per-layer", "\"per-layer\"", [](C c) { return t1(c).layout == "per-layer"; }},
