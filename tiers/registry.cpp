@@ -9,6 +9,7 @@
 #include <cxltier/error.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cxltier {
@@ -71,6 +72,24 @@ std::vector<std::string> tier_ops_names() {
   std::vector<std::string> names;
   for (const TierOps &ops : registry().tables) names.emplace_back(ops.name);
   return names;
+}
+
+std::vector<const TierOption *> tier_options() {
+  std::vector<const TierOption *> out;
+  auto add = [&](const TierOption *table) {
+    for (const TierOption *o = table; o && o->key; ++o) {
+      bool seen = false;
+      for (const TierOption *p : out) seen = seen || std::string_view(p->key) == o->key;
+      if (!seen) out.push_back(o);
+    }
+  };
+  for (const TierOps &ops : registry().tables) {
+#if !CXLT_HAVE_MEMKIND
+    if (std::string_view(ops.name) == "emulated") add(tier_memkind_options);  // in the registration order
+#endif
+    add(ops.options);
+  }
+  return out;
 }
 
 std::vector<std::string> tier_backend_choices() {

@@ -16,6 +16,8 @@ const TierOps *tier_faulty_ops() noexcept;    // tiers/faulty/faulty.cpp
 #if CXLT_HAVE_MEMKIND
 const TierOps *tier_memkind_ops() noexcept;  // tiers/memkind/memkind.cpp
 #endif
+// The memkind backend's tier keys (tiers/memkind/options.cpp), built whether memkind is or not.
+extern const TierOption tier_memkind_options[];
 #if CXLT_HAVE_CUDA_BUILD
 const TierOps *tier_cuda_ops() noexcept;       // tiers/cuda/cuda_backend.cpp
 const TierOps *tier_cuda_host_ops() noexcept;  // tiers/cuda/cuda_host.cpp

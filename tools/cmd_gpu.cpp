@@ -3,11 +3,11 @@
 // no driver, a build without the CUDA tier), and with --bench the GPU rows of the migration
 // benchmark: H2D, D2H, D2D and both directions for 5 MiB blocks through the cuda backends, each
 // as a ratio to plain cuMemcpyAsync of the same bytes from pinned memory in the same run, plus
-// the per-layer gather/scatter rows (batched memcpy against the kernel). tiers/cuda/gpu_bench.hpp
+// the per-layer gather/scatter rows (batched memcpy against the kernel). tools/gpu_bench.hpp
 // does the measuring; `cxltier bench` is meant to call the same function when GPUs exist.
 #include "commands.hpp"
 #include "topology/gpu.hpp"
-#include "cuda/gpu_bench.hpp"
+#include "gpu_bench.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

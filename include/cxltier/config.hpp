@@ -48,8 +48,9 @@ struct TierConfig {
   std::vector<unsigned> numa_nodes;      // or these NUMA nodes (OS indexes)
   uint64_t budget_bytes = 0;             // bytes this tier may hold; 0: the default budget
   std::string backend = "auto";          // auto, numa, memkind, emulated, null, faulty, cuda
-  std::string memkind_kind = "regular";  // memkind backend: regular, hbw, dax_kmem, ...
-  double pace_mib_s = 0;                 // emulated backend: pace copies into the tier (MiB/s, 0: off)
+  // Backend option keys (tiers.N.<key> that a backend declares, such as memkind_kind or
+  // pace_mib_s; docs/configuration.md): key -> value as text. Absent: the backend's default.
+  std::map<std::string, std::string> options;
   std::string layout = "contiguous";     // cuda backend: contiguous, or per-layer (docs/gpu.md)
   std::optional<double> bandwidth_mib_s; // override the discovered value (MiB/s, higher is better)
   std::optional<double> latency_ns;      // override the discovered value (ns, lower is better)

@@ -95,7 +95,7 @@ RuntimeConfig RuntimeConfig::from_sources(const std::string &path) {
 
 std::vector<std::string> RuntimeConfig::keys() {
   std::vector<std::string> out = cfg::global_key_names();
-  for (const cfg::Field &f : cfg::kTierFields) out.push_back(std::string("tiers.<n>.") + f.name);
+  for (const cfg::Field &f : cfg::tier_fields()) out.push_back(std::string("tiers.<n>.") + f.name);
   return out;
 }
 

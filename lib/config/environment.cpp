@@ -55,7 +55,7 @@ std::vector<std::string> RuntimeConfig::apply_environment_vars(const std::vector
   for (const Field &f : kFields) global_env[env_name(f.name)] = f.name;
   std::vector<std::string> known_env;
   for (const auto &[env, key] : global_env) known_env.push_back(env);
-  for (const Field &f : kTierFields) known_env.push_back("CXLT_TIERS_0_" + upper(f.name));
+  for (const Field &f : tier_fields()) known_env.push_back("CXLT_TIERS_0_" + upper(f.name));
 
   struct Match {
     std::string var, value;
@@ -77,7 +77,7 @@ std::vector<std::string> RuntimeConfig::apply_environment_vars(const std::vector
       bool digits = !idx.empty() && std::all_of(idx.begin(), idx.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
       const Field *f = nullptr;
       if (digits && us != std::string::npos)
-        for (const Field &tf : kTierFields)
+        for (const Field &tf : tier_fields())
           if (rest.substr(us + 1) == upper(tf.name)) f = &tf;
       if (f == nullptr) {
         warnings.push_back(var + " is not a configuration variable" + did_you_mean(up, known_env) + "; ignored");

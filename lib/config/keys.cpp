@@ -401,12 +401,6 @@ const Field kTierFieldTable[] = {
     {"backend", Type::text, false, "auto, numa, memkind, emulated, null, faulty, cuda",
      CXLT_SET { (void)c; t->backend = pick(v, backend_choices(), what, "backend"); },
      CXLT_GET { (void)c; return toml_quote(t->backend); }},
-    {"memkind_kind", Type::text, false, "memkind backend: regular, hbw, dax_kmem, ...",
-     CXLT_SET { (void)c; t->memkind_kind = pick(v, kMemkindKinds, what, "memkind kind"); },
-     CXLT_GET { (void)c; return toml_quote(t->memkind_kind); }},
-    {"pace_mib_s", Type::number, false, "MiB/s; emulated copies into the tier; 0: off",
-     CXLT_SET { (void)c; t->pace_mib_s = get_nonnegative(v, what); },
-     CXLT_GET { (void)c; return fmt_double(t->pace_mib_s); }},
     {"layout", Type::text, false, "cuda backend: contiguous, per-layer (K and V of each layer apart)",
      CXLT_SET { (void)c; t->layout = pick(v, kLayouts, what, "layout"); },
      CXLT_GET { (void)c; return toml_quote(t->layout); }},
@@ -421,10 +415,78 @@ const Field kTierFieldTable[] = {
 #undef CXLT_SET
 #undef CXLT_GET
 
+// A lower bound in a message: "0", "0.5".
+std::string fmt_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::vector<std::string> choice_list(const TierOption &o) {
+  std::vector<std::string> out;
+  for (const char *const *c = o.choices; *c; ++c) out.emplace_back(*c);
+  return out;
+}
+
+// A backend's option key: checked as the backend declares it, kept as text.
+void set_option(const TierOption &o, TierConfig *t, std::string_view v, const std::string &what) {
+  std::string value;
+  if (o.type == TierOptionType::number) {
+    double x = parse_double(v, what);
+    if (!(x >= o.min_value)) fail(CXLT_ERROR_CONFIG, what, " = ", fmt_double(x), " must be >= ", fmt_number(o.min_value));
+    value = fmt_double(x);
+  } else if (o.choices) {
+    value = pick(v, choice_list(o), what, o.noun);
+  } else {
+    value = std::string(trim(v));
+  }
+  t->options[o.key] = value;
+}
+
+std::string get_option(const TierOption &o, const TierConfig *t) {
+  auto it = t->options.find(o.key);
+  const std::string value = it != t->options.end() ? it->second : std::string(o.default_value);
+  if (o.type == TierOptionType::number) {
+    try {
+      return fmt_double(parse_double(value, o.key));
+    } catch (const Error &) {
+      return toml_quote(value);  // set directly and not yet validated: shown as it is
+    }
+  }
+  return toml_quote(value);
+}
+
 }  // namespace
 
 const std::span<const Field> kFields{kGlobalFieldTable};
-const std::span<const Field> kTierFields{kTierFieldTable};
+
+const std::vector<Field> &tier_fields() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> out;
+    for (const Field &f : kTierFieldTable) {
+      out.push_back(f);
+      if (std::string_view(f.name) != "backend") continue;
+      for (const TierOption *o : tier_options()) {
+        Field of{o->key, o->type == TierOptionType::number ? Type::number : Type::text, false, o->doc, nullptr, nullptr};
+        of.option = o;
+        out.push_back(of);
+      }
+    }
+    return out;
+  }();
+  return fields;
+}
+
+void field_set(const Field &f, RuntimeConfig &c, TierConfig *t, std::string_view v, const std::string &what) {
+  if (f.option)
+    set_option(*f.option, t, v, what);
+  else
+    f.set(c, t, v, what);
+}
+
+std::string field_get(const Field &f, const RuntimeConfig &c, const TierConfig *t) {
+  return f.option ? get_option(*f.option, t) : f.get(c, t);
+}
 
 const Field *find_field(std::string_view name) {
   for (const Field &f : kFields)
@@ -433,7 +495,7 @@ const Field *find_field(std::string_view name) {
 }
 
 const Field *find_tier_field(std::string_view name) {
-  for (const Field &f : kTierFields)
+  for (const Field &f : tier_fields())
     if (name == f.name) return &f;
   return nullptr;
 }
@@ -446,7 +508,7 @@ std::vector<std::string> global_key_names() {
 
 std::vector<std::string> tier_field_names() {
   std::vector<std::string> out;
-  for (const Field &f : kTierFields) out.emplace_back(f.name);
+  for (const Field &f : tier_fields()) out.emplace_back(f.name);
   return out;
 }
 
@@ -455,11 +517,17 @@ namespace {
 // Every key spelled out for tier 0, for suggestions on a whole key.
 std::vector<std::string> all_key_names(unsigned tier) {
   std::vector<std::string> out = global_key_names();
-  for (const Field &f : kTierFields) out.push_back("tiers." + std::to_string(tier) + "." + f.name);
+  for (const Field &f : tier_fields()) out.push_back("tiers." + std::to_string(tier) + "." + f.name);
   return out;
 }
 
 }  // namespace
+
+std::string tier_keys_listed() {
+  std::string s;
+  for (const Field &f : tier_fields()) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
 
 // "policy.alpha" or "tiers.3.budget". Throws Error(CONFIG) for an unknown key.
 Resolved resolve_key(std::string_view key) {
@@ -481,7 +549,7 @@ Resolved resolve_key(std::string_view key) {
       const Field *f = find_tier_field(fname);
       if (f == nullptr)
         fail(CXLT_ERROR_CONFIG, "unknown key '", key, "'", did_you_mean(fname, tier_field_names()),
-             " (tier keys: name, kind, numa_nodes, budget, backend, memkind_kind, pace_mib_s, layout, bandwidth_mib_s, latency_ns)");
+             " (tier keys: ", tier_keys_listed(), ")");
       if (n >= kMaxTiers)
         fail(CXLT_ERROR_CONFIG, "key '", key, "': tier index ", n, " is out of range (at most ", kMaxTiers,
              " tiers: tiers.0 to tiers.", kMaxTiers - 1, ")");
@@ -501,7 +569,7 @@ void apply_value(RuntimeConfig &c, const Resolved &r, std::string_view text, Con
   if (it != c.origins.end() && it->second.layer > layer) {
     RuntimeConfig scratch;
     TierConfig scratch_tier;
-    r.field->set(scratch, &scratch_tier, text, r.key);
+    field_set(*r.field, scratch, &scratch_tier, text, r.key);
     return;
   }
   TierConfig *t = nullptr;
@@ -510,7 +578,7 @@ void apply_value(RuntimeConfig &c, const Resolved &r, std::string_view text, Con
     if (c.tiers.size() <= n) c.tiers.resize(n + 1);
     t = &c.tiers[n];
   }
-  r.field->set(c, t, text, r.key);
+  field_set(*r.field, c, t, text, r.key);
   c.origins[r.key] = ConfigOrigin{layer, where};
 }
 

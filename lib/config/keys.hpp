@@ -8,6 +8,7 @@
 #include <cxltier/error.hpp>
 
 #include "core/text.hpp"
+#include "memory/tier_ops.hpp"
 
 #include <cstdint>
 #include <span>
@@ -42,8 +43,6 @@ std::string toml_quote(std::string_view s);
 // "auto" (lib/memory/choose.hpp), then every backend a tier may name (tiers/registry.cpp).
 const std::vector<std::string> &backend_choices();
 inline constexpr const char *kLayouts[] = {"contiguous", "per-layer"};  // cuda backend (docs/gpu.md)
-inline constexpr const char *kMemkindKinds[] = {"regular", "hbw", "hbw_all", "hbw_preferred",
-                                                "dax_kmem", "dax_kmem_all", "dax_kmem_preferred"};
 inline constexpr const char *kGroups[] = {"geometry", "policy", "store", "runtime", "remote"};
 
 // At most 31 of A-Z a-z 0-9 _ - + .
@@ -82,17 +81,25 @@ struct Field {
   void (*set)(RuntimeConfig &c, TierConfig *t, std::string_view v, const std::string &what);
   // The value as a TOML literal; "" when not set (optional values).
   std::string (*get)(const RuntimeConfig &c, const TierConfig *t);
+  // A backend's option key (set and get are nullptr): its value lives in TierConfig::options.
+  const TierOption *option = nullptr;
 };
 
-// Every global key ("geometry.layers", ...) and every tier field ("budget", ...), in the order
-// to_toml() writes them.
+// Parse `v` into the configuration / the value as a TOML literal, for any field.
+void field_set(const Field &f, RuntimeConfig &c, TierConfig *t, std::string_view v, const std::string &what);
+std::string field_get(const Field &f, const RuntimeConfig &c, const TierConfig *t);
+
+// Every global key ("geometry.layers", ...), in the order to_toml() writes them.
 extern const std::span<const Field> kFields;
-extern const std::span<const Field> kTierFields;
+// Every tier field ("budget", ...), the backends' option keys after `backend`, in the order
+// to_toml() writes them.
+const std::vector<Field> &tier_fields();
 
 const Field *find_field(std::string_view name);
 const Field *find_tier_field(std::string_view name);
 std::vector<std::string> global_key_names();
 std::vector<std::string> tier_field_names();
+std::string tier_keys_listed();  // "name, kind, ..." for messages
 
 struct Resolved {
   const Field *field = nullptr;

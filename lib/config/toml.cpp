@@ -227,7 +227,7 @@ std::string RuntimeConfig::to_toml() const {
       os << "\n[" << g << "]\n";
       group = g;
     }
-    line(f.name, std::string(dot == std::string_view::npos ? n : n.substr(dot + 1)), f.get(*this, nullptr), f.doc);
+    line(f.name, std::string(dot == std::string_view::npos ? n : n.substr(dot + 1)), field_get(f, *this, nullptr), f.doc);
   }
   if (tiers.empty())
     os << "\n# [[tiers]]: none configured: the runtime uses every tier of the topology with default budgets.\n";
@@ -235,8 +235,8 @@ std::string RuntimeConfig::to_toml() const {
     os << "\n[[tiers]]  # tiers." << i << "\n";
     TierConfig shown = tiers[i];
     shown.name = tier_config_name(tiers[i], i);
-    for (const Field &f : kTierFields)
-      line("tiers." + std::to_string(i) + "." + f.name, f.name, f.get(*this, &shown), f.doc);
+    for (const Field &f : tier_fields())
+      line("tiers." + std::to_string(i) + "." + f.name, f.name, field_get(f, *this, &shown), f.doc);
   }
   return os.str();
 }

@@ -17,6 +17,35 @@ namespace cxltier {
 
 using namespace cfg;
 
+namespace {
+
+// One backend option of tier prefix `p` ("tiers.0."): a key some backend declares, with a value
+// it accepts (TierOption). `bad(key, message...)` fails naming the key and where it was set.
+template <class Bad>
+void check_option(const std::string &p, const std::string &key, const std::string &value, const Bad &bad) {
+  const Field *f = find_tier_field(key);
+  if (f == nullptr || f->option == nullptr)
+    fail(CXLT_ERROR_CONFIG, "unknown key '", p, key, "' in ", p, "options", did_you_mean(key, tier_field_names()),
+         " (tier keys: ", tier_keys_listed(), ")");
+  const TierOption &o = *f->option;
+  if (o.type == TierOptionType::number) {
+    double x = 0;
+    try {
+      x = parse_double(value, p + key);
+    } catch (const Error &e) {
+      fail(CXLT_ERROR_CONFIG, e.what());
+    }
+    if (const char *why = o.check ? o.check(x) : nullptr) bad(p + key, p, key, " = ", fmt_double(x), " ", why);
+    if (!(x >= o.min_value)) bad(p + key, p, key, " = ", fmt_double(x), " must be >= ", o.min_value);
+  } else if (o.choices) {
+    const char *const *c = o.choices;
+    while (*c && value != *c) ++c;
+    if (*c == nullptr) bad(p + key, p, key, " = '", value, "' is not a known ", o.noun);
+  }
+}
+
+}  // namespace
+
 void RuntimeConfig::validate() const {
   auto from = [&](const std::string &key) -> std::string {
     auto it = origins.find(key);
@@ -104,7 +133,7 @@ void RuntimeConfig::validate() const {
     std::string p = "tiers." + std::to_string(i) + ".";
     if (!t.kind && t.numa_nodes.empty()) {
       std::string set_by;
-      for (const Field &f : kTierFields)
+      for (const Field &f : tier_fields())
         if (set_by.empty()) set_by = from(p + f.name);
       fail(CXLT_ERROR_CONFIG, "tiers.", i, ": neither kind nor numa_nodes is set; a tier must say what it is "
            "(kind = \"cxl\" picks the topology's tier of that kind, numa_nodes = [2] names the nodes)", set_by);
@@ -141,15 +170,9 @@ void RuntimeConfig::validate() const {
       std::string why;
       if (tier_ops_find(t.backend, &why) == nullptr) bad(p + "backend", p, "backend = '", t.backend, "': ", why);
     }
-    if (std::find(std::begin(kMemkindKinds), std::end(kMemkindKinds), t.memkind_kind) == std::end(kMemkindKinds))
-      bad(p + "memkind_kind", p, "memkind_kind = '", t.memkind_kind, "' is not a known memkind kind");
+    for (const auto &[key, value] : t.options) check_option(p, key, value, bad);
     if (std::find(std::begin(kLayouts), std::end(kLayouts), t.layout) == std::end(kLayouts))
       bad(p + "layout", p, "layout = '", t.layout, "' is not a known layout (known: contiguous, per-layer)");
-    if (!(t.pace_mib_s >= 0.0) || !std::isfinite(t.pace_mib_s))
-      bad(p + "pace_mib_s", p, "pace_mib_s = ", fmt_double(t.pace_mib_s), " must be a finite number >= 0");
-    if (t.pace_mib_s > 0.0 && t.pace_mib_s < 1.0 / 1024.0)  // slower, one block's copy time overflows
-      bad(p + "pace_mib_s", p, "pace_mib_s = ", fmt_double(t.pace_mib_s),
-          " must be 0 (off) or at least 1/1024 MiB/s (1 KiB/s)");
     if (t.bandwidth_mib_s && !(*t.bandwidth_mib_s > 0.0 && std::isfinite(*t.bandwidth_mib_s)))
       bad(p + "bandwidth_mib_s", p, "bandwidth_mib_s = ", fmt_double(*t.bandwidth_mib_s), " must be > 0");
     if (t.latency_ns && !(*t.latency_ns > 0.0 && std::isfinite(*t.latency_ns)))

@@ -65,4 +65,10 @@ std::string TierBackend::describe() const {
   return d;
 }
 
+std::shared_ptr<void> TierBackend::control() const {
+  std::shared_ptr<void> c;
+  if (ops_.ext_control(state_, &c) != CXLT_OK) return nullptr;
+  return c;
+}
+
 }  // namespace cxltier

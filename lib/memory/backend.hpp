@@ -7,6 +7,7 @@
 
 #include "memory/tier_ops.hpp"
 
+#include <memory>
 #include <string>
 
 namespace cxltier {
@@ -37,6 +38,7 @@ public:
   TierCapacity capacity() const;
   void verify_placement(const void *ptr, size_t bytes) const;  // NOT_SUPPORTED if it cannot
   std::string describe() const;                                // "" if the backend says nothing
+  std::shared_ptr<void> control() const;                       // ext_control's object; nullptr if none
   bool supports(TierOp op) const noexcept { return tier_op_supported(ops_, op); }
 
 private:

@@ -17,14 +17,14 @@ struct BackendWish {
   std::string backend = "auto";  // the tier's `backend` key: "auto" or a backend's name
   bool device_tier = false;      // the topology's tier is a device's memory (a GPU)
   bool emulated = false;         // the tier stands for memory this machine lacks
-  bool paced = false;            // pace_mib_s > 0: copies into the tier are paced
+  bool paced = false;            // option CXLT_OPTION_PACE > 0: copies into the tier are paced
   bool pin_for_device = false;   // the runtime has a device-memory tier (host tiers get pinned)
 };
 
 struct BackendChoice {
   std::string name;              // the backend the tier uses (reported in tier info and stats)
   std::string open_as;           // what TierBackend opens: `name`, or a decorator wrapping it
-  bool wrapped = false;          // open_as wraps `name` (params.inner_backend = name)
+  bool wrapped = false;          // open_as wraps `name` (option CXLT_OPTION_INNER_BACKEND = name)
   const TierOps *ops = nullptr;  // `name`'s validated table; nullptr when this build lacks it
   uint32_t traits = 0;           // ops->traits, 0 without ops
 };

@@ -25,6 +25,7 @@ cxlt_result_t unsupported_copy_out(void *, void *, const void *, size_t, const T
   return CXLT_ERROR_NOT_SUPPORTED;
 }
 cxlt_result_t unsupported_describe(void *, const char **) { return CXLT_ERROR_NOT_SUPPORTED; }
+cxlt_result_t unsupported_control(void *, std::shared_ptr<void> *) { return CXLT_ERROR_NOT_SUPPORTED; }
 
 }  // namespace
 
@@ -53,11 +54,18 @@ TierOps tier_ops_validate(const TierOps &ops) {
   need(reinterpret_cast<const void *>(ops.alloc_extent), "alloc_extent");
   need(reinterpret_cast<const void *>(ops.free_extent), "free_extent");
   need(reinterpret_cast<const void *>(ops.capacity), "capacity");
+  for (const TierOption *o = ops.options; o && o->key; ++o) {
+    if (o->key[0] == '\0' || o->default_value == nullptr || o->doc == nullptr)
+      fail(CXLT_ERROR_BACKEND, "tier backend '", name, "': option '", o->key, "' needs a key, a default and a doc");
+    if (o->choices && o->noun == nullptr)
+      fail(CXLT_ERROR_BACKEND, "tier backend '", name, "': option '", o->key, "' lists choices without a noun");
+  }
   TierOps v = ops;
   if (!v.ext_verify_placement) v.ext_verify_placement = unsupported_verify;
   if (!v.ext_copy_in) v.ext_copy_in = unsupported_copy_in;
   if (!v.ext_copy_out) v.ext_copy_out = unsupported_copy_out;
   if (!v.ext_describe) v.ext_describe = unsupported_describe;
+  if (!v.ext_control) v.ext_control = unsupported_control;
   return v;
 }
 
@@ -68,6 +76,7 @@ bool tier_op_supported(const TierOps &ops, TierOp op) noexcept {
   case TierOp::copy_in: return ops.ext_copy_in && ops.ext_copy_in != unsupported_copy_in;
   case TierOp::copy_out: return ops.ext_copy_out && ops.ext_copy_out != unsupported_copy_out;
   case TierOp::describe: return ops.ext_describe && ops.ext_describe != unsupported_describe;
+  case TierOp::control: return ops.ext_control && ops.ext_control != unsupported_control;
   }
   return false;
 }

@@ -31,17 +31,19 @@
 
 #include "cxlt_config.h"
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cxltier {
 
-#define CXLT_TIER_OPS_VERSION 1u
-
-class FaultControl;  // tiers/faulty/faulty.hpp
+#define CXLT_TIER_OPS_VERSION 2u
 
 // Which pages an extent of host memory is built from.
 enum class HugePageMode : uint8_t {
@@ -62,16 +64,72 @@ struct TierBackendParams {
                                      // for (0: host memory for emulated, unbounded for null)
   HugePageMode huge_pages = HugePageMode::hugetlb;
   bool verify_placement = true;      // numa/memkind: check every page's node after first touch
-  double pace_mib_s = 0;             // emulated: pace copies into this tier to this bandwidth,
-                                     // MiB/s (0: off, copies run at host speed)
-  std::string memkind_kind = "regular";  // memkind: regular, hbw, hbw_all, hbw_preferred,
-                                         // dax_kmem, dax_kmem_all, dax_kmem_preferred
-  int cuda_device = -1;              // cuda: device ordinal (-1: 0); cuda-host: the GPU it pins for
-  uint32_t kv_segments = 0;          // cuda: 0 keeps blocks contiguous; N > 0 lays extents out per
-                                     // layer, N segments a block (tiers/cuda/kv_layout.hpp)
-  std::string inner_backend;         // decorators (CXLT_TRAIT_WRAPS_INNER): the backend wrapped
-                                     // (same params); empty: the decorator's own default
-  std::shared_ptr<FaultControl> faults;    // faulty: what to inject (nullptr: nothing)
+  // Backend option keys, as text: the tier's keys that backends declare (TierOps::options:
+  // tiers.N.<key> from the configuration, already checked) and the keys the runtime fills by
+  // trait (CXLT_OPTION_* below). Each backend reads the keys it knows and ignores the rest.
+  std::vector<std::pair<std::string, std::string>> options;
+
+  // The value of option `key`; nullptr when not given (the backend's default applies).
+  const std::string *option(std::string_view key) const noexcept {
+    for (const auto &[k, v] : options)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  // Option `key` as a whole number into *out (`fallback` when not given); false when it is
+  // given but not a whole number.
+  bool option_int(std::string_view key, long long fallback, long long *out) const noexcept {
+    const std::string *v = option(key);
+    if (v == nullptr) {
+      *out = fallback;
+      return true;
+    }
+    char *end = nullptr;
+    errno = 0;
+    long long x = std::strtoll(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0' || errno != 0) return false;
+    *out = x;
+    return true;
+  }
+  // Set option `key`, replacing an earlier value.
+  void set_option(std::string_view key, std::string value) {
+    for (auto &[k, v] : options)
+      if (k == key) {
+        v = std::move(value);
+        return;
+      }
+    options.emplace_back(std::string(key), std::move(value));
+  }
+};
+
+// Option keys that the contract defines, each tied to a trait: the runtime reads or fills them
+// for backends with that trait (a backend's own keys are declared in its TierOps::options).
+#define CXLT_OPTION_INNER_BACKEND "inner_backend"  // WRAPS_INNER: the backend wrapped (same params
+                                                   // and options); absent: the decorator's default
+#define CXLT_OPTION_DEVICE "cuda_device"           // DEVICE_MEMORY: the device ordinal the tier is on;
+                                                   // PINS_FOR_DEVICE: the one it pins for (absent: 0)
+#define CXLT_OPTION_KV_SEGMENTS "kv_segments"      // KV_LAYOUT: segments per block when blocks are laid
+                                                   // out per layer (tiers.N.layout = per-layer); absent: contiguous
+#define CXLT_OPTION_PACE "pace_mib_s"              // PACES: a value above 0 paces copies into the tier
+                                                   // (the runtime reads it to report the copy method)
+
+// A tier key that a backend declares (tiers.N.<key> in the configuration, CXLT_TIERS_N_<KEY>
+// in the environment). The configuration accepts it on every tier, whatever the backend (as
+// it always has), checks the value as declared here and hands it to the backend as text.
+enum class TierOptionType : uint8_t {
+  text,    // a string; `choices` (when set) lists the values it may take
+  number,  // a float or an integer; stored as the shortest text that reads back the same
+};
+struct TierOption {
+  const char *key;             // "pace_mib_s": what follows "tiers.N."
+  TierOptionType type;
+  const char *default_value;   // as text, what the backend assumes when the key is not given
+  const char *doc;             // one line: what the key does (to_toml's comment)
+  const char *const *choices;  // text: the values it may take, nullptr-terminated; nullptr: any
+  const char *noun;            // text with choices: what a value is called ("memkind kind")
+  double min_value;            // number: the least value a key's text may give
+  // Number: a check across the whole configuration (validate()), or nullptr. Returns nullptr
+  // when `value` is good, else why not, worded to follow "tiers.N.KEY = VALUE ".
+  const char *(*check)(double value);
 };
 
 struct TierExtent {
@@ -97,16 +155,16 @@ struct TierCapacity {
 #define CXLT_TRAIT_HOLDS_BYTES 1u        // extents keep what is written (the null backend's do not)
 #define CXLT_TRAIT_HOST_ADDRESSABLE 2u   // the CPU reads and writes extents (memcpy works)
 #define CXLT_TRAIT_DEVICE_MEMORY 4u      // extents are device memory: only the backend's copy ops move them
-#define CXLT_TRAIT_WRAPS_INNER 8u        // a decorator: opens params.inner_backend and passes through to it
+#define CXLT_TRAIT_WRAPS_INNER 8u        // a decorator: opens option CXLT_OPTION_INNER_BACKEND and passes through to it
 #define CXLT_TRAIT_COPIES_ITSELF 16u     // its copy ops always copy (never decline at call time)
 #define CXLT_TRAIT_BINDS_NODES 32u       // binds extents to the tier's NUMA nodes (a real placement)
-#define CXLT_TRAIT_PACES 64u             // paces copies into the tier when params.pace_mib_s > 0
+#define CXLT_TRAIT_PACES 64u             // paces copies into the tier when option CXLT_OPTION_PACE > 0
                                          // (ext_copy_in declines otherwise)
 #define CXLT_TRAIT_PINS_FOR_DEVICE 128u  // with WRAPS_INNER: pins the inner backend's extents for
-                                         // params.cuda_device's DMA
-#define CXLT_TRAIT_KV_LAYOUT 256u        // lays blocks out per layer (params.kv_segments)
-#define CXLT_TRAIT_INJECTS_FAULTS 512u   // injects failures as params.faults says (the runtime
-                                         // gives each such tier a FaultControl)
+                                         // the DMA of the device in option CXLT_OPTION_DEVICE
+#define CXLT_TRAIT_KV_LAYOUT 256u        // lays blocks out per layer (option CXLT_OPTION_KV_SEGMENTS)
+#define CXLT_TRAIT_INJECTS_FAULTS 512u   // injects failures as its control object says; ext_control
+                                         // gives that object (a FaultControl, tiers/faulty/faulty.hpp)
 
 struct TierOps {
   uint32_t version;  // CXLT_TIER_OPS_VERSION
@@ -139,6 +197,13 @@ struct TierOps {
   cxlt_result_t (*ext_describe)(void *state, const char **out);
 
   uint32_t traits;  // CXLT_TRAIT_* above (0: none)
+
+  // Version 2.
+  // The tier keys this backend accepts, ended by an entry whose key is nullptr; nullptr: none.
+  const TierOption *options;
+  // Optional: the backend's control object, shared with whoever drives it (tests arm a
+  // FaultControl through it); its type is the backend's, documented by the trait that has one.
+  cxlt_result_t (*ext_control)(void *state, std::shared_ptr<void> *out);
 };
 
 // Thread-local message for the last failing op of this thread.
@@ -149,9 +214,10 @@ const std::string &backend_last_error() noexcept;
 // this build lacks is refused at open with the registry's reason; decorators the runtime
 // applies by itself are not among them). Defined by tiers/registry.cpp.
 std::vector<std::string> tier_backend_choices();
-// A FaultControl for a tier whose backend has CXLT_TRAIT_INJECTS_FAULTS (defined by the
-// backend that injects them).
-std::shared_ptr<FaultControl> make_fault_control();
+// Every tier key a backend declares, of the backends in tier_backend_choices() (built or not,
+// so that a configuration stays valid on every build), in registration order, each once.
+// Defined by tiers/registry.cpp.
+std::vector<const TierOption *> tier_options();
 
 // Registration: declared here, defined by tiers/registry.cpp (the one file that lists the
 // backends, linked into the same library). Returns the validated table, or nullptr for an unknown
@@ -164,7 +230,7 @@ std::vector<std::string> tier_ops_names();
 // Throws Error(CXLT_ERROR_BACKEND) naming the backend and the missing op.
 TierOps tier_ops_validate(const TierOps &ops);
 
-enum class TierOp { verify_placement, copy_in, copy_out, describe };
+enum class TierOp { verify_placement, copy_in, copy_out, describe, control };
 // True if a validated table has a real `op` (not the NOT_SUPPORTED default).
 bool tier_op_supported(const TierOps &ops, TierOp op) noexcept;
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,14 @@ std::string kinds_of(const Topology &topo) {
   std::string s;
   for (const TierDesc &t : topo.tiers) s += (s.empty() ? "" : ", ") + std::string(tier_kind_name(t.kind));
   return s.empty() ? "none" : s;
+}
+
+// A tier's backend option `key` holds a number above 0 (validate() has checked it parses).
+bool option_above_zero(const TierConfig &tc, const char *key) {
+  auto it = tc.options.find(key);
+  if (it == tc.options.end()) return false;
+  char *end = nullptr;
+  return std::strtod(it->second.c_str(), &end) > 0;
 }
 
 // Which topology tier a configured tier stands for (nullptr: nodes outside every tier).
@@ -91,7 +100,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     w.backend = tc.backend;
     w.device_tier = d && d->cuda_device >= 0;
     w.emulated = (!system_topology && !w.device_tier) || (d && d->emulated);  // GPUs are real
-    w.paced = tc.pace_mib_s > 0;
+    w.paced = option_above_zero(tc, CXLT_OPTION_PACE);
     return w;
   };
   int pin_for_gpu = -1;
@@ -143,20 +152,20 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     p.capacity_bytes = t.emulated && desc ? desc->capacity_bytes : 0;
     p.huge_pages = to_mode(cfg.huge_pages);
     p.verify_placement = cfg.verify_placement;
-    p.pace_mib_s = tc.pace_mib_s;
-    p.memkind_kind = tc.memkind_kind;
-    p.cuda_device = desc && desc->cuda_device >= 0 ? desc->cuda_device : 0;
+    for (const auto &[key, value] : tc.options) p.set_option(key, value);  // checked by validate()
+    // The keys the contract fills by trait (tier_ops.hpp, CXLT_OPTION_*).
+    if (choice.traits & CXLT_TRAIT_DEVICE_MEMORY)
+      p.set_option(CXLT_OPTION_DEVICE, std::to_string(desc && desc->cuda_device >= 0 ? desc->cuda_device : 0));
     if (tc.layout == "per-layer") {  // K and V of each layer apart, as engines keep them (docs/gpu.md)
       if (choice.ops && !(choice.traits & CXLT_TRAIT_KV_LAYOUT))
         fail(CXLT_ERROR_CONFIG, "tiers.", i, ".layout = per-layer: only the cuda backend lays blocks out per layer (tier '",
              t.name, "' uses ", t.backend_name, ")");
-      p.kv_segments = cfg.geometry.layers * (cfg.geometry.k_and_v ? 2u : 1u);
+      p.set_option(CXLT_OPTION_KV_SEGMENTS, std::to_string(cfg.geometry.layers * (cfg.geometry.k_and_v ? 2u : 1u)));
     }
     if (choice.wrapped) {
-      p.inner_backend = choice.name;  // pinned for DMA with the runtime's GPU (a paced tier keeps its pacing)
-      p.cuda_device = pin_for_gpu;
+      p.set_option(CXLT_OPTION_INNER_BACKEND, choice.name);  // pinned for DMA with the runtime's GPU (a paced tier keeps its pacing)
+      p.set_option(CXLT_OPTION_DEVICE, std::to_string(pin_for_gpu));
     }
-    if (choice.traits & CXLT_TRAIT_INJECTS_FAULTS) p.faults = make_fault_control();
     try {
       t.backend = std::make_unique<TierBackend>(choice.open_as, p);
     } catch (const Error &e) {
@@ -311,7 +320,10 @@ Runtime::~Runtime() {
 
 std::shared_ptr<FaultControl> Runtime::faults(size_t rank) const {
   if (rank >= impl_->tiers.size()) return nullptr;
-  return impl_->tiers[rank].backend->params().faults;
+  const TierBackend &b = *impl_->tiers[rank].backend;
+  if (!(b.ops().traits & CXLT_TRAIT_INJECTS_FAULTS)) return nullptr;
+  // A fault-injecting backend's control object is a FaultControl (the trait's contract).
+  return std::static_pointer_cast<FaultControl>(b.control());
 }
 
 }  // namespace cxltier

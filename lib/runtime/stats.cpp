@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -137,6 +138,16 @@ cxlt_tier_info_t Runtime::tier_info(size_t rank) const {
   return info;
 }
 
+namespace {
+
+// A pacing backend paces when its pacing option holds a number above 0 (tier_ops.hpp).
+bool paced(const TierBackendParams &p) {
+  const std::string *v = p.option(CXLT_OPTION_PACE);
+  return v && std::strtod(v->c_str(), nullptr) > 0;
+}
+
+}  // namespace
+
 std::string Runtime::copy_method(size_t from, size_t to) const {
   const Impl &m = *impl_;
   if (from >= m.tiers.size() || to >= m.tiers.size()) return "?";
@@ -144,7 +155,7 @@ std::string Runtime::copy_method(size_t from, size_t to) const {
   if (a.no_bytes && b.no_bytes) return "none";
   const uint32_t at = a.backend->ops().traits, bt = b.backend->ops().traits;
   if (b.backend->supports(TierOp::copy_in) && (bt & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + b.backend_name;
-  if ((bt & CXLT_TRAIT_PACES) && b.backend->params().pace_mib_s > 0) return "backend:" + b.backend_name + "-paced";
+  if ((bt & CXLT_TRAIT_PACES) && paced(b.backend->params())) return "backend:" + b.backend_name + "-paced";
   if (a.backend->supports(TierOp::copy_out) && (at & CXLT_TRAIT_COPIES_ITSELF)) return "backend:" + a.backend_name;
   return copy_kernel_name(resolve_copy_kernel(to > from ? m.kernel_down : m.kernel_up));
 }

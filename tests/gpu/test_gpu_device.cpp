@@ -72,21 +72,21 @@ protected:
     TierBackendParams p;
     p.tier_name = "gpu-test";
     p.kind = TierKind::gpu;
-    p.cuda_device = 0;
+    p.set_option(CXLT_OPTION_DEVICE, "0");
     p.block_bytes = block;
     p.budget_bytes = 64 * block;
-    p.kv_segments = segments;
+    if (segments) p.set_option(CXLT_OPTION_KV_SEGMENTS, std::to_string(segments));
     return p;
   }
   static TierBackendParams host_params(uint64_t block) {
     TierBackendParams p;
     p.tier_name = "host-test";
     p.kind = TierKind::dram;
-    p.cuda_device = 0;
+    p.set_option(CXLT_OPTION_DEVICE, "0");
     p.block_bytes = block;
     p.budget_bytes = 64 * block;
     p.huge_pages = HugePageMode::none;
-    p.inner_backend = "emulated";
+    p.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");
     return p;
   }
 

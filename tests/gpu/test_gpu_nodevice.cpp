@@ -7,7 +7,7 @@
 // carving and its library's exports. Runs in every build, on every machine.
 #include "memory/backend.hpp"
 #include "topology/gpu.hpp"
-#include "cuda/gpu_bench.hpp"
+#include "tools/gpu_bench.hpp"
 #include "cuda/host_register.hpp"
 #include "cuda/kv_layout.hpp"
 #include "cuda/range_alloc.hpp"
@@ -235,7 +235,7 @@ TEST(GpuBackends, CudaAndCudaHostRefuseWithTheReason) {
   p.budget_bytes = 16 * kMiB;
   for (const char *name : {"cuda", "cuda-host"}) {
     TierBackendParams q = p;
-    q.inner_backend = "emulated";
+    q.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");
     try {
       TierBackend b(name, q);
       FAIL() << name << " opened without a GPU";

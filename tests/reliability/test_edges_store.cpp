@@ -262,11 +262,11 @@ TEST(ConfigEnvironment, HugeTierIndexIsRefusedNotWarned) {
 
 TEST(ConfigValidate, PaceTooSlowToTimeIsRefused) {
   RuntimeConfig c = cxlt_test::three_tier_config(4, 4, 4);
-  c.tiers[2].pace_mib_s = 1e-300;
+  c.tiers[2].options["pace_mib_s"] = "1e-300";
   Thrown t = thrown([&] { c.validate(); });
   EXPECT_EQ(t.code, CXLT_ERROR_CONFIG) << "1e-300 MiB/s was accepted";
   EXPECT_NE(t.what.find("pace_mib_s"), std::string::npos) << t.what;
-  c.tiers[2].pace_mib_s = 1.0;
+  c.tiers[2].options["pace_mib_s"] = "1.0";
   EXPECT_EQ(thrown([&] { c.validate(); }).code, CXLT_OK);
 }
 

@@ -39,8 +39,8 @@ Key K(uint64_t i) { return key_from_sequence(4242, i); }
 // demotion (watermarks at 1.0) and no promotion, so the only moves are the ones a test makes.
 RuntimeConfig quiet_config(uint32_t a, uint32_t b, uint32_t c, bool pace1, bool pace2) {
   RuntimeConfig cfg = three_tier_config(a, b, c);
-  if (pace1) cfg.tiers[1].pace_mib_s = kSlowMiBs;
-  if (pace2) cfg.tiers[2].pace_mib_s = kSlowMiBs;
+  if (pace1) cfg.set("tiers.1.pace_mib_s", std::to_string(kSlowMiBs));
+  if (pace2) cfg.set("tiers.2.pace_mib_s", std::to_string(kSlowMiBs));
   cfg.high_watermark = 1.0;
   cfg.low_watermark = 1.0;
   cfg.promotion = PromotionRule::never;

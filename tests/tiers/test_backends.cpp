@@ -54,7 +54,8 @@ TEST_P(BackendTest, CapacityAndDescription) {
   EXPECT_LE(cap.free_bytes, cap.total_bytes);
   std::string d = b.describe();
   EXPECT_FALSE(d.empty());
-  if (c.backend == "emulated" || (c.backend == "faulty" && c.params.inner_backend == "emulated")) {
+  if (c.backend == "emulated" || (c.backend == "faulty" && c.params.option(CXLT_OPTION_INNER_BACKEND) &&
+                                    *c.params.option(CXLT_OPTION_INNER_BACKEND) == "emulated")) {
     EXPECT_NE(d.find("emulated"), std::string::npos) << d;
   }
 }
@@ -165,7 +166,7 @@ TEST(EmulatedBackend, UnpacedCopiesAreLeftToTheRuntime) {
 // fail because the machine is slow.
 TEST(EmulatedBackend, PacedCopyTakesAtLeastBytesOverBandwidth) {
   TierBackendParams p;
-  p.pace_mib_s = 100;  // 1 MiB takes >= 10 ms
+  p.set_option("pace_mib_s", "100");  // 1 MiB takes >= 10 ms
   TierBackend b("emulated", p);
   EXPECT_NE(b.describe().find("paced to 100 MiB/s"), std::string::npos) << b.describe();
   TierExtent e = b.alloc_extent(2 * kMiB);
@@ -180,7 +181,7 @@ TEST(EmulatedBackend, PacedCopyTakesAtLeastBytesOverBandwidth) {
   EXPECT_EQ(check_pattern(e.base, kMiB, 3), SIZE_MAX);
   EXPECT_EQ(check_pattern(static_cast<char *>(e.base) + kMiB, kMiB, 3), SIZE_MAX);
   b.free_extent(e);
-  p.pace_mib_s = -1;
+  p.set_option("pace_mib_s", "-1");
   EXPECT_THROW(TierBackend("emulated", p), Error);
 }
 

@@ -21,18 +21,25 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-TierBackendParams faulty_params(std::shared_ptr<FaultControl> f, const std::string &inner = "emulated") {
+TierBackendParams faulty_params(const std::string &inner = "emulated") {
   TierBackendParams p;
-  p.inner_backend = inner;
-  p.faults = std::move(f);
+  p.set_option(CXLT_OPTION_INNER_BACKEND, inner);
   return p;
+}
+
+// The backend's own FaultControl, armed with `plan`.
+std::shared_ptr<FaultControl> armed(const TierBackend &b, const FaultPlan &plan = {}) {
+  std::shared_ptr<FaultControl> f = fault_control(b);
+  if (f) f->arm(plan);
+  return f;
 }
 
 }  // namespace
 
 TEST(Faulty, AllocFailsAfterNSuccessesForEver) {
-  auto f = std::make_shared<FaultControl>(FaultPlan{.alloc_successes = 3});
-  TierBackend b("faulty", faulty_params(f));
+  TierBackend b("faulty", faulty_params());
+  auto f = armed(b, FaultPlan{.alloc_successes = 3});
+  ASSERT_NE(f, nullptr);
   std::vector<TierExtent> got;
   for (int i = 0; i < 3; ++i) got.push_back(b.alloc_extent(kMiB));
   for (int i = 0; i < 4; ++i) {
@@ -49,8 +56,9 @@ TEST(Faulty, AllocFailsAfterNSuccessesForEver) {
 }
 
 TEST(Faulty, AllocFailsForACountThenRecovers) {
-  auto f = std::make_shared<FaultControl>(FaultPlan{.alloc_successes = 1, .alloc_failures = 2});
-  TierBackend b("faulty", faulty_params(f, "null"));
+  TierBackend b("faulty", faulty_params("null"));
+  auto f = armed(b, FaultPlan{.alloc_successes = 1, .alloc_failures = 2});
+  ASSERT_NE(f, nullptr);
   std::vector<cxlt_result_t> results;
   for (int i = 0; i < 5; ++i) {
     TierExtent e;
@@ -61,8 +69,9 @@ TEST(Faulty, AllocFailsForACountThenRecovers) {
 }
 
 TEST(Faulty, NothingFailsUnlessArmed) {
-  auto f = std::make_shared<FaultControl>();
-  TierBackend b("faulty", faulty_params(f));
+  TierBackend b("faulty", faulty_params());
+  auto f = armed(b);
+  ASSERT_NE(f, nullptr);
   TierExtent e = b.alloc_extent(2 * kMiB);
   std::vector<unsigned char> src(kMiB, 0xab);
   for (int i = 0; i < 200; ++i) {
@@ -72,16 +81,19 @@ TEST(Faulty, NothingFailsUnlessArmed) {
   EXPECT_EQ(f->counts().copies_failed, 0u);
   EXPECT_EQ(f->counts().copies_passed, 200u);
   b.free_extent(e);
-  // Without any FaultControl at all it is a plain pass-through.
-  TierBackend plain("faulty", faulty_params(nullptr));
-  EXPECT_NE(plain.describe().find("none configured"), std::string::npos) << plain.describe();
-  plain.free_extent(plain.alloc_extent(kMiB));
+  // The same FaultControl through the contract's ext_control; other backends have none.
+  EXPECT_TRUE(b.control() == std::static_pointer_cast<void>(f));
+  EXPECT_NE(b.describe().find("FaultControl"), std::string::npos) << b.describe();
+  TierBackend plain("emulated", TierBackendParams{});
+  EXPECT_EQ(fault_control(plain), nullptr);
+  EXPECT_TRUE(plain.control() == nullptr);
 }
 
 TEST(Faulty, CopyFailuresFollowTheSeedAndTheProbability) {
   auto run = [](uint64_t seed, double prob) {
-    auto f = std::make_shared<FaultControl>(FaultPlan{.copy_failure_probability = prob, .seed = seed});
-    TierBackend b("faulty", faulty_params(f, "null"));
+    TierBackend b("faulty", faulty_params("null"));
+    auto f = armed(b, FaultPlan{.copy_failure_probability = prob, .seed = seed});
+    EXPECT_NE(f, nullptr);
     std::vector<bool> fails;
     for (int i = 0; i < 2000; ++i) {
       fails.push_back(b.ops().ext_copy_out(b.state(), nullptr, nullptr, 64, nullptr) == CXLT_ERROR_BACKEND);
@@ -100,8 +112,9 @@ TEST(Faulty, CopyFailuresFollowTheSeedAndTheProbability) {
 }
 
 TEST(Faulty, InjectedCopyFailureTearsTheDestination) {
-  auto f = std::make_shared<FaultControl>(FaultPlan{.copy_failure_probability = 1.0});
-  TierBackend b("faulty", faulty_params(f));
+  TierBackend b("faulty", faulty_params());
+  auto f = armed(b, FaultPlan{.copy_failure_probability = 1.0});
+  ASSERT_NE(f, nullptr);
   TierExtent e = b.alloc_extent(kMiB);
   std::memset(e.base, 0, kMiB);
   std::vector<unsigned char> src(kMiB, 0xcd);
@@ -118,8 +131,9 @@ TEST(Faulty, InjectedCopyFailureTearsTheDestination) {
 }
 
 TEST(Faulty, CountsAreExactUnderThreads) {
-  auto f = std::make_shared<FaultControl>(FaultPlan{.alloc_successes = 50, .copy_failure_probability = 0.25, .seed = 3});
-  TierBackend b("faulty", faulty_params(f, "null"));
+  TierBackend b("faulty", faulty_params("null"));
+  auto f = armed(b, FaultPlan{.alloc_successes = 50, .copy_failure_probability = 0.25, .seed = 3});
+  ASSERT_NE(f, nullptr);
   constexpr int kThreads = 4, kCalls = 40;
   std::atomic<int> alloc_ok{0}, alloc_failed{0}, copy_failed{0};
   std::vector<std::thread> threads;
@@ -151,9 +165,9 @@ TEST(Faulty, CountsAreExactUnderThreads) {
 }
 
 TEST(Faulty, RefusesToWrapItselfOrNothing) {
-  TierBackendParams p = faulty_params(nullptr, "faulty");
+  TierBackendParams p = faulty_params("faulty");
   EXPECT_THROW(TierBackend("faulty", p), Error);
-  p.inner_backend = "cuda";
+  p.set_option(CXLT_OPTION_INNER_BACKEND, "cuda");
   try {
     TierBackend b("faulty", p);
     FAIL() << "wrapped a backend this build lacks";
@@ -162,7 +176,7 @@ TEST(Faulty, RefusesToWrapItselfOrNothing) {
     EXPECT_NE(std::string(e.what()).find("not available"), std::string::npos) << e.what();
   }
   // The inner backend's own initialisation errors come through, prefixed.
-  p.inner_backend = "numa";
+  p.set_option(CXLT_OPTION_INNER_BACKEND, "numa");
   p.numa_nodes = {4000};
   try {
     TierBackend b("faulty", p);

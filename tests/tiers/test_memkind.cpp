@@ -27,7 +27,7 @@ bool env_set(const char *v) { return std::getenv(v) != nullptr && *std::getenv(v
 
 TierBackendParams kind_params(const std::string &kind) {
   TierBackendParams p;
-  p.memkind_kind = kind;
+  p.set_option("memkind_kind", kind);
   p.tier_name = "mk-" + kind;
   return p;
 }

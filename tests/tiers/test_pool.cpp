@@ -169,10 +169,10 @@ TEST_P(PoolTest, GrowFailureLeavesThePoolUnchanged) {
   // The faulty decorator over this case's backend: 2 extents succeed, then allocation fails.
   BackendCase c = bcase();
   TierBackendParams p = c.params;
-  auto faults = std::make_shared<FaultControl>();
-  if (c.backend != "faulty") p.inner_backend = c.backend;
-  p.faults = faults;
+  if (c.backend != "faulty") p.set_option(CXLT_OPTION_INNER_BACKEND, c.backend);
   TierBackend b("faulty", p);
+  std::shared_ptr<FaultControl> faults = fault_control(b);
+  ASSERT_NE(faults, nullptr);
   BlockPool pool(b, config());
   const uint32_t per = shape().blocks_per_extent;
   if (expected_slots() <= 2 * per) GTEST_SKIP() << "budget fits in two extents: nothing left to fail";
@@ -215,10 +215,11 @@ TEST_P(PoolTest, GrowFailureLeavesThePoolUnchanged) {
 TEST_P(PoolTest, ReservationFailureLeavesNothingAllocated) {
   BackendCase c = bcase();
   TierBackendParams p = c.params;
-  auto faults = std::make_shared<FaultControl>(FaultPlan{.alloc_successes = 1});
-  if (c.backend != "faulty") p.inner_backend = c.backend;
-  p.faults = faults;
+  if (c.backend != "faulty") p.set_option(CXLT_OPTION_INNER_BACKEND, c.backend);
   TierBackend b("faulty", p);
+  std::shared_ptr<FaultControl> faults = fault_control(b);
+  ASSERT_NE(faults, nullptr);
+  faults->arm(FaultPlan{.alloc_successes = 1});
   if (expected_slots() <= shape().blocks_per_extent) GTEST_SKIP() << "one extent holds the budget";
   try {
     BlockPool pool(b, config(/*reserve_all=*/true));

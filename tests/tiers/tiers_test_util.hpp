@@ -63,14 +63,13 @@ inline std::vector<BackendCase> backend_cases() {
   }
   {
     BackendCase c{"faulty_over_emulated", "faulty", {}, true};
-    c.params.inner_backend = "emulated";
-    c.params.faults = std::make_shared<FaultControl>();  // armed with nothing: passes through
+    c.params.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");  // its FaultControl starts armed with nothing
     cases.push_back(c);
   }
 #if CXLT_HAVE_MEMKIND
   {
     BackendCase c{"memkind_regular", "memkind", {}, true};
-    c.params.memkind_kind = "regular";
+    c.params.set_option("memkind_kind", "regular");
     cases.push_back(c);
   }
 #endif

@@ -5,7 +5,7 @@
 // (per-direction streams, one event per block), so the runtime's migration protocol applies
 // unchanged: its step 2 calls ext_copy_in / ext_copy_out and the bytes are in place on return.
 //
-// Per-layer mode (params.kv_segments = N > 0: 2 x layers, config tiers.N.layout = "per-layer"):
+// Per-layer mode (option CXLT_OPTION_KV_SEGMENTS = N > 0: 2 x layers, config tiers.N.layout = "per-layer"):
 // each extent of S blocks is laid out as engines keep KV per layer (kv_layout.hpp); the slot
 // address the pool computes (base + s * block) is then a handle, not the block's bytes, and
 // every copy gathers or scatters the N segments, by
@@ -22,6 +22,7 @@
 #include <cxltier/tools/units.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -117,7 +118,14 @@ unsigned env_unsigned(const char *name, unsigned fallback, unsigned lo, unsigned
 cxlt_result_t cuda_initialize(const TierBackendParams *params, void **state) {
   try {
     const cuda::DriverLoad &drv = cuda::driver();
-    const int ordinal = params->cuda_device < 0 ? 0 : params->cuda_device;
+    long long device = 0, segments = 0;
+    if (!params->option_int(CXLT_OPTION_DEVICE, 0, &device) || !params->option_int(CXLT_OPTION_KV_SEGMENTS, 0, &segments) ||
+        device > 1 << 20 || segments < 0 || segments > UINT32_MAX) {
+      backend_set_error("cuda backend: options " CXLT_OPTION_DEVICE " and " CXLT_OPTION_KV_SEGMENTS
+                        " must be whole numbers (a device ordinal, a segment count)");
+      return CXLT_ERROR_INVALID_ARGUMENT;
+    }
+    const int ordinal = device < 0 ? 0 : static_cast<int>(device);
     const std::string who = "cuda backend (device " + std::to_string(ordinal) +
                             (params->tier_name.empty() ? "" : ", tier '" + params->tier_name + "'") + ")";
     if (!drv.ok) {
@@ -152,9 +160,9 @@ cxlt_result_t cuda_initialize(const TierBackendParams *params, void **state) {
     s->who = who;
     s->block_bytes = params->block_bytes;
     s->method = method;
-    if (params->kv_segments > 0) {
+    if (segments > 0) {
       s->per_layer = true;
-      s->layout = cuda::kv_layout_for_block(params->block_bytes, params->kv_segments);  // throws INVALID_ARGUMENT
+      s->layout = cuda::kv_layout_for_block(params->block_bytes, static_cast<uint32_t>(segments));  // throws INVALID_ARGUMENT
     }
     CUresult r = s->api->cuDeviceGet(&s->dev, ordinal);
     if (r != cuda::kSuccess) {
@@ -371,6 +379,8 @@ const TierOps kCudaOps = {
     .ext_copy_out = cuda_copy_out,
     .ext_describe = cuda_describe,
     .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_DEVICE_MEMORY | CXLT_TRAIT_COPIES_ITSELF | CXLT_TRAIT_KV_LAYOUT,
+    .options = nullptr,  // its keys are the contract's (device, kv_segments), filled by the runtime
+    .ext_control = nullptr,
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cuda-host tier backend: a decorator over a host backend (params.inner_backend: numa,
+// The cuda-host tier backend: a decorator over a host backend (option inner_backend: numa,
 // memkind or emulated) that registers (pins) each extent for DMA with the GPU
-// params.cuda_device, in chunks of at most 64 GiB on several threads running on the GPU's
+// in option cuda_device, in chunks of at most 64 GiB on several threads running on the GPU's
 // nearest NUMA node, with progress on stderr for long registrations and a time budget
 // (host_register.hpp). The runtime wraps every host tier in it when a tier of the runtime is a
 // cuda tier (lib/runtime/runtime_open.cpp), so blocks moving to or from the GPU are copied by
@@ -77,8 +77,14 @@ void read_tuning(HostPinState &s) {
 
 cxlt_result_t host_initialize(const TierBackendParams *params, void **state) {
   try {
-    const int gpu = params->cuda_device < 0 ? 0 : params->cuda_device;
-    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
+    long long device = 0;
+    if (!params->option_int(CXLT_OPTION_DEVICE, 0, &device) || device > 1 << 20) {
+      backend_set_error("cuda-host backend: option " CXLT_OPTION_DEVICE " must be a device ordinal");
+      return CXLT_ERROR_INVALID_ARGUMENT;
+    }
+    const int gpu = device < 0 ? 0 : static_cast<int>(device);
+    const std::string *inner_opt = params->option(CXLT_OPTION_INNER_BACKEND);
+    const std::string inner_name = inner_opt && !inner_opt->empty() ? *inner_opt : std::string("emulated");
     auto s = std::make_unique<HostPinState>();
     s->gpu = gpu;
     s->who = "cuda-host backend over '" + inner_name + "'" +
@@ -254,6 +260,8 @@ const TierOps kCudaHostOps = {
     .ext_copy_out = nullptr,
     .ext_describe = host_describe,
     .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_PINS_FOR_DEVICE,
+    .options = nullptr,  // its keys are the contract's (inner_backend, device), filled by the runtime
+    .ext_control = nullptr,
 };
 
 }  // namespace

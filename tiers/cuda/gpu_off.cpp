@@ -3,7 +3,6 @@
 // discovery answers "not available" with the reason, so the C ABI, topology and CLI behave
 // as on a machine without a GPU and the exported symbol set stays the same.
 #include "topology/gpu.hpp"
-#include "cuda/gpu_bench.hpp"
 
 namespace cxltier {
 
@@ -20,15 +19,5 @@ const GpuDiscovery &gpu_discovery() {
   static const GpuDiscovery d = discover_gpus();
   return d;
 }
-
-namespace gpu_bench {
-Result run(const Params &params) {
-  validate(params);
-  Result r;
-  r.params = params;
-  r.why = gpu_discovery().why;
-  return r;
-}
-}  // namespace gpu_bench
 
 }  // namespace cxltier

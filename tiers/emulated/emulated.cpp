@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The emulated tier backend: host memory standing in for a tier that the topology describes
 // but this machine lacks (an XML topology, the embedded default). Optionally paced: copies into
-// it take at least bytes / pace_mib_s, shared by all threads as one link, for demonstrations.
+// it take at least bytes / pace_mib_s (its option key, tiers.N.pace_mib_s), shared by all threads
+// as one link, for demonstrations.
 // It never claims placement: ext_describe says it is emulated.
 #include "hostmem.hpp"
 #include "memory/copy.hpp"
@@ -14,7 +15,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <string>
@@ -37,17 +40,42 @@ struct EmulatedState {
   Clock::time_point link_free_at{};  // when the paced "link" is next idle
 };
 
+// The configuration's check of tiers.N.pace_mib_s, across the whole value range.
+const char *check_pace(double mib_s) {
+  if (!(mib_s >= 0.0) || !std::isfinite(mib_s)) return "must be a finite number >= 0";
+  // Slower than this, one block's copy time overflows the pacing clock.
+  if (mib_s > 0.0 && mib_s < 1.0 / 1024.0) return "must be 0 (off) or at least 1/1024 MiB/s (1 KiB/s)";
+  return nullptr;
+}
+
+const TierOption kEmulatedOptions[] = {
+    {.key = CXLT_OPTION_PACE,
+     .type = TierOptionType::number,
+     .default_value = "0.0",
+     .doc = "MiB/s; emulated copies into the tier; 0: off",
+     .choices = nullptr,
+     .noun = nullptr,
+     .min_value = 0.0,
+     .check = check_pace},
+    {.key = nullptr, .type = TierOptionType::text, .default_value = nullptr, .doc = nullptr, .choices = nullptr,
+     .noun = nullptr, .min_value = 0.0, .check = nullptr},
+};
+
 cxlt_result_t emulated_initialize(const TierBackendParams *params, void **state) {
   try {
-    if (!(params->pace_mib_s >= 0)) {
-      backend_set_error("emulated backend: pace_mib_s " + std::to_string(params->pace_mib_s) +
-                        " must be 0 (off) or a positive bandwidth in MiB/s");
-      return CXLT_ERROR_INVALID_ARGUMENT;
+    double pace = 0;
+    if (const std::string *v = params->option(CXLT_OPTION_PACE)) {
+      char *end = nullptr;
+      pace = std::strtod(v->c_str(), &end);
+      if (end == v->c_str() || *end != '\0' || !(pace >= 0) || !std::isfinite(pace)) {
+        backend_set_error("emulated backend: pace_mib_s " + *v + " must be 0 (off) or a positive bandwidth in MiB/s");
+        return CXLT_ERROR_INVALID_ARGUMENT;
+      }
     }
     auto *s = new EmulatedState;
     s->huge = params->huge_pages;
     s->declared_capacity = params->capacity_bytes;
-    s->pace_mib_s = params->pace_mib_s;
+    s->pace_mib_s = pace;
     std::string kind = tier_kind_name(params->kind);
     s->who = "emulated backend (" + (params->tier_name.empty() ? kind : "tier '" + params->tier_name + "'") + ")";
     s->description = "emulated " + kind + " tier on host memory (standing in for memory this machine lacks; "
@@ -143,6 +171,8 @@ const TierOps kEmulatedOps = {
     .ext_copy_out = nullptr,  // reading out of an emulated tier is not paced
     .ext_describe = emulated_describe,
     .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_PACES,
+    .options = kEmulatedOptions,
+    .ext_control = nullptr,
 };
 
 }  // namespace

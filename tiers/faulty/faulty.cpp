@@ -82,7 +82,8 @@ struct FaultyState {
 cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
   try {
     // Empty: the emulated backend, so that `backend = "faulty"` alone runs on host memory.
-    const std::string inner_name = params->inner_backend.empty() ? std::string("emulated") : params->inner_backend;
+    const std::string *inner_opt = params->option(CXLT_OPTION_INNER_BACKEND);
+    const std::string inner_name = inner_opt && !inner_opt->empty() ? *inner_opt : std::string("emulated");
     if (inner_name == "faulty") {
       backend_set_error("faulty backend: inner_backend '" + inner_name +
                         "' must name another backend (numa, emulated, null, ...)");
@@ -96,7 +97,7 @@ cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
     }
     auto s = std::make_unique<FaultyState>();
     s->inner = inner;
-    s->control = params->faults;
+    s->control = std::make_shared<FaultControl>();  // armed with nothing: passes through
     s->inner_is_host = inner_name == "numa" || inner_name == "memkind" || inner_name == "emulated";
     s->who = "faulty backend over '" + inner_name + "'";
     cxlt_result_t r = inner->initialize(params, &s->inner_state);
@@ -107,7 +108,7 @@ cxlt_result_t faulty_initialize(const TierBackendParams *params, void **state) {
     const char *inner_desc = nullptr;
     if (inner->ext_describe(s->inner_state, &inner_desc) != CXLT_OK || !inner_desc) inner_desc = inner_name.c_str();
     s->description = std::string("faulty decorator (injects allocation and copy failures as its FaultControl "
-                                 "says") + (s->control ? "" : "; none configured") + ") over: " + inner_desc;
+                                 "says) over: ") + inner_desc;
     *state = s.release();
     return CXLT_OK;
   } catch (...) {
@@ -169,6 +170,11 @@ cxlt_result_t faulty_copy_out(void *state, void *dst, const void *src, size_t by
   return s->inner->ext_copy_out(s->inner_state, dst, src, bytes, dst_ops);
 }
 
+cxlt_result_t faulty_control(void *state, std::shared_ptr<void> *out) {
+  *out = static_cast<FaultyState *>(state)->control;
+  return CXLT_OK;
+}
+
 cxlt_result_t faulty_describe(void *state, const char **out) {
   *out = static_cast<FaultyState *>(state)->description.c_str();
   return CXLT_OK;
@@ -188,12 +194,17 @@ const TierOps kFaultyOps = {
     .ext_describe = faulty_describe,
     .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_WRAPS_INNER | CXLT_TRAIT_COPIES_ITSELF |
                CXLT_TRAIT_INJECTS_FAULTS,
+    .options = nullptr,  // its key is the contract's inner_backend, filled by the runtime
+    .ext_control = faulty_control,
 };
 
 }  // namespace
 
 const TierOps *tier_faulty_ops() noexcept { return &kFaultyOps; }
 
-std::shared_ptr<FaultControl> make_fault_control() { return std::make_shared<FaultControl>(); }
+std::shared_ptr<FaultControl> fault_control(const TierBackend &backend) {
+  if (backend.ops().ext_control != faulty_control) return nullptr;
+  return std::static_pointer_cast<FaultControl>(backend.control());
+}
 
 }  // namespace cxltier

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// The faulty tier backend: a decorator that wraps another backend (params.inner_backend) and
-// injects failures as a shared FaultControl says: alloc_extent fails after N successes, copies
-// fail at random with a seeded probability. Everything else passes through. For the runtime's
-// fault-injection tests: every injected failure must reach the caller as an error.
+// The faulty tier backend: a decorator that wraps another backend (option inner_backend) and
+// injects failures as its FaultControl says: alloc_extent fails after N successes, copies fail
+// at random with a seeded probability. Everything else passes through. Each opened backend
+// makes its own FaultControl, armed with nothing; fault_control() (or TierBackend::control(),
+// its ext_control) gives it to the test that arms it. For the runtime's fault-injection tests:
+// every injected failure must reach the caller as an error.
 #pragma once
 
+#include "memory/backend.hpp"
+
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 namespace cxltier {
@@ -55,5 +60,8 @@ private:
   uint64_t copy_calls_ = 0;   // since arm()
   FaultCounts counts_;
 };
+
+// The FaultControl of a faulty backend; nullptr when `backend` is another backend.
+std::shared_ptr<FaultControl> fault_control(const TierBackend &backend);
 
 }  // namespace cxltier

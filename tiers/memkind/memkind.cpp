@@ -74,14 +74,16 @@ std::vector<unsigned> nodes_from_env(const char *var) {
 
 cxlt_result_t memkind_initialize(const TierBackendParams *params, void **state) {
   try {
+    const std::string *given = params->option("memkind_kind");
+    const std::string kind_name = given ? *given : std::string("regular");
     const KindEntry *entry = nullptr;
     std::string known;
     for (const KindEntry &k : kKinds) {
-      if (params->memkind_kind == k.name) entry = &k;
+      if (kind_name == k.name) entry = &k;
       known += std::string(known.empty() ? "" : ", ") + k.name;
     }
     if (!entry) {
-      backend_set_error("memkind backend: unknown kind '" + params->memkind_kind + "' (known: " + known + ")");
+      backend_set_error("memkind backend: unknown kind '" + kind_name + "' (known: " + known + ")");
       return CXLT_ERROR_INVALID_ARGUMENT;
     }
     std::string who = "memkind backend (kind " + std::string(entry->name) +
@@ -213,6 +215,8 @@ const TierOps kMemkindOps = {
     .ext_copy_out = nullptr,
     .ext_describe = memkind_describe,
     .traits = CXLT_TRAIT_HOLDS_BYTES | CXLT_TRAIT_HOST_ADDRESSABLE | CXLT_TRAIT_BINDS_NODES,
+    .options = tier_memkind_options,
+    .ext_control = nullptr,
 };
 
 }  // namespace

@@ -9,9 +9,10 @@
 // Rates are GB/s = 10^9 bytes per second of wall time, each byte counted once (both
 // directions: the bytes of both). Higher is better; the ratio is candidate / baseline.
 //
-// Called by `cxltier gpu --bench` (tools/cmd_gpu.cpp) and meant for `cxltier bench` to call
-// when gpu_discovery().available (see docs/gpu.md). Same declarations in
-// every build; without the CUDA tier or a driver the result says why and has no rows.
+// Part of the CLI, not the library: called by `cxltier gpu --bench` (tools/cmd_gpu.cpp) and
+// meant for `cxltier bench` to call when gpu_discovery().available (see docs/gpu.md). Same
+// declarations in every build; without the CUDA tier (gpu_bench_off.cpp) or a driver the
+// result says why and has no rows.
 #pragma once
 
 #include "topology/gpu.hpp"

@@ -5,10 +5,13 @@
 // workers call them; baselines are one cuMemcpyAsync of the whole pass per direction from
 // cuMemAllocHost memory. Each run measures the baseline then the candidate, so drift in the
 // machine affects both. The bytes are checked after the last pass (host -> device -> host).
+#include "gpu_bench.hpp"
+
 #include "memory/backend.hpp"
+// The CUDA tier's driver loader, copy engine and kernels: the bench drives them as the cuda
+// backend does, to compare each path with the plain driver call of the same bytes.
 #include "cuda/copy_engine.hpp"
 #include "cuda/driver.hpp"
-#include "cuda/gpu_bench.hpp"
 #include "cuda/kv_kernels.hpp"
 #include "cuda/kv_layout.hpp"
 
@@ -89,18 +92,18 @@ void measure_device(const GpuDevice &gpu, const Params &p, std::vector<Row> &row
   TierBackendParams dp;
   dp.tier_name = "bench-gpu" + std::to_string(gpu.ordinal);
   dp.kind = TierKind::gpu;
-  dp.cuda_device = gpu.ordinal;
+  dp.set_option(CXLT_OPTION_DEVICE, std::to_string(gpu.ordinal));
   dp.block_bytes = B;
   dp.budget_bytes = 2 * pass;
   TierBackend dev("cuda", dp);
   TierBackendParams hp;
   hp.tier_name = "bench-host";
   hp.kind = TierKind::dram;
-  hp.cuda_device = gpu.ordinal;
+  hp.set_option(CXLT_OPTION_DEVICE, std::to_string(gpu.ordinal));
   hp.block_bytes = B;
   hp.budget_bytes = 2 * pass;
   hp.huge_pages = HugePageMode::thp;
-  hp.inner_backend = "emulated";
+  hp.set_option(CXLT_OPTION_INNER_BACKEND, "emulated");
   TierBackend host("cuda-host", hp);
 
   Extents dx(dev), hx(host);

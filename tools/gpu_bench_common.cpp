@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GPU benchmark's rows, statistics and renderings (table, JSON), built in every
-// configuration; the measuring code is gpu_bench.cpp (CUDA builds) and gpu_off.cpp's run()
-// answers "not available" elsewhere.
-#include "cuda/gpu_bench.hpp"
+// configuration; the measuring code is gpu_bench.cpp (CUDA builds) and gpu_bench_off.cpp's
+// run() answers "not available" elsewhere.
+#include "gpu_bench.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>
