@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The runtime on real memory: admission into the fastest tier with room, demotion cascades,
 // drops with the state kept and restored, pins, budgets, promotion, misuse, persistence.
+#include "../common/temp_dir.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -293,7 +294,8 @@ TEST(Runtime, AccessByHandleMatchesAccessByKey) {
 }
 
 TEST(Runtime, ScoresSurviveARestart) {
-  std::string dir = cxlt_test::temp_dir("rt-persist");
+  const cxlt_test::TempDir tmp("rt-persist");
+  const std::string dir = tmp.path().string();
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.synchronous = true;
   cfg.store_path = dir + "/scores.cxlt";
