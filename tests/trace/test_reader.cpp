@@ -4,6 +4,7 @@
 // strict and lenient mode), on damaged gzip, empty and binary files, and against nlohmann on
 // tens of thousands of mutated lines (the scanner must accept exactly the valid ones).
 #include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
 #include "../common/thrown.hpp"
 
 #include <cxltier/error.hpp>
@@ -251,11 +252,8 @@ TEST(Reader, BlockSizeOptions) {
 // gzip members in a row are one stream.
 TEST(Reader, GzipIsReadDirectly) {
   std::string plain = cxlt_test::read_file(data_dir() + "dynamo__mooncake_trace_1000.jsonl");
-  char tmpl[] = "/tmp/cxlt_trace_gz_XXXXXX";
-  int fd = mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  std::string path = tmpl;
+  const cxlt_test::TempDir tmp("trace-gz");
+  const std::string path = tmp / "members.gz";
   size_t half = plain.size() / 2;
   for (int members = 1; members <= 2; ++members) {
     gzFile g = gzopen(path.c_str(), "wb");
@@ -280,7 +278,6 @@ TEST(Reader, GzipIsReadDirectly) {
     EXPECT_TRUE(c.compressed());
     EXPECT_EQ(read_all(c).size(), 1000u);
   }
-  unlink(path.c_str());
 }
 
 TEST(Reader, DetectsEveryFormatFromContent) {
@@ -522,12 +519,12 @@ TEST(Damaged, MissingFileAndDirectory) {
   EXPECT_TRUE(contains(e.what(), "no_such_trace.jsonl")) << e.what();
   EXPECT_EQ(thrown([] { Reader dir(data_dir()); }).code(), CXLT_ERROR_IO);
   // A FIFO is refused at once (without waiting for a writer): it could not be rewound.
-  std::string fifo = "/tmp/cxlt_trace_fifo_" + std::to_string(getpid());
+  const cxlt_test::TempDir tmp("trace-fifo");
+  const std::string fifo = tmp / "fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   e = thrown([&] { Reader r(fifo); });
   EXPECT_EQ(e.code(), CXLT_ERROR_IO);
   EXPECT_TRUE(contains(e.what(), "not a regular file")) << e.what();
-  unlink(fifo.c_str());
 }
 
 TEST(Reader, CrlfLineEndings) {
