@@ -25,13 +25,7 @@
 
 namespace {
 
-using cxltq::finish;
-using cxltq::first_bad_byte;
-using cxltq::fill;
-using cxltq::kFail;
-using cxltq::kPass;
-using cxltq::kSkip;
-using cxltq::pattern_byte;
+using namespace cxltq;
 
 // ---------------------------------------------------------------------------------------------
 // numa-placement: a "block" bound to each memory node is verified page by page with move_pages

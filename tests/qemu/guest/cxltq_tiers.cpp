@@ -32,12 +32,7 @@ namespace {
 
 using namespace cxltier;
 
-using cxltq::finish;
-using cxltq::first_bad_byte;
-using cxltq::fill;
-using cxltq::kFail;
-using cxltq::kPass;
-using cxltq::kSkip;
+using namespace cxltq;
 
 std::string nodes_text(const std::vector<unsigned> &nodes) {
   std::string s;
