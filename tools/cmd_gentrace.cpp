@@ -3,6 +3,8 @@
 // (docs/traces.md), with a flag for every generator parameter and a progress line on stderr.
 #include "commands.hpp"
 
+#include "core/text.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/tools/trace.hpp>
 #include <cxltier/tools/units.hpp>
@@ -52,15 +54,7 @@ std::function<void(SyntheticParams &, const std::string &)> real(double Syntheti
 }
 
 std::string text(uint64_t v) { return std::to_string(v); }
-std::string text(double v) {
-  char buf[40];
-  // Shortest form that reads back the same (0.05, not 0.050000000000000003).
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
+std::string text(double v) { return cxltier::text::shortest(v); }
 
 std::vector<Knob> make_knobs() {
   SyntheticParams d;

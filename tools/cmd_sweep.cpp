@@ -7,6 +7,8 @@
 #include "gnuplot.hpp"
 #include "replay_cli.hpp"
 
+#include "core/text.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/tools/replay.hpp>
 #include <cxltier/tools/units.hpp>
@@ -54,14 +56,7 @@ struct SweepFlags {
   CLI::Option *csv_opt = nullptr;
 };
 
-std::string g(double v) {
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
+std::string g(double v) { return cxltier::text::shortest(v); }
 
 // Rows of one policy label at one capacity.
 std::vector<const SweepRow *> rows_of(const SweepResult &r, const std::string &label, uint64_t cap) {

@@ -19,6 +19,10 @@ std::string lower(std::string_view s);
 // `s` without leading and trailing spaces and tabs.
 std::string_view trim(std::string_view s) noexcept;
 
+// The shortest "%g" form of `v` that reads back as the same double (0.05, not
+// 0.050000000000000003).
+std::string shortest(double v);
+
 // Edit distance with adjacent transpositions counting one edit (optimal string alignment).
 size_t edit_distance(std::string_view a, std::string_view b);
 

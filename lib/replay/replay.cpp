@@ -8,13 +8,13 @@
 #include <cxltier/runtime.hpp>
 #include <cxltier/tools/units.hpp>
 
+#include "core/text.hpp"
 #include "memory/choose.hpp"
 #include "replay/id_table.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -26,17 +26,8 @@ namespace {
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kProgressEvery = 1u << 20;
 
-bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
+using text::iequal;
+using text::trim;
 
 // A geometry whose block is exactly `bytes` (only the size matters to null tiers): the
 // canonical model for 5 MiB, else one tensor of `bytes` bytes split so every field fits 32 bits.
@@ -235,7 +226,7 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
 // --- Names ------------------------------------------------------------------------------------
 
 PolicyChoice parse_policy(std::string_view text) {
-  const std::string t = trim(text);
+  const std::string t(trim(text));
   std::string_view base = t;
   bool persist = true;
   constexpr std::string_view suffix = "-nopersist";
@@ -264,7 +255,7 @@ std::vector<TierBudget> parse_tiers(std::string_view spec) {
     size_t eq = item.find('=');
     if (eq == std::string::npos)
       fail(CXLT_ERROR_INVALID_ARGUMENT, "--tiers: '", item, "' is not KIND=SIZE (e.g. hbm=32GiB)");
-    std::string name = trim(std::string_view(item).substr(0, eq));
+    std::string name(trim(std::string_view(item).substr(0, eq)));
     auto kind = parse_tier_kind(name);
     if (!kind || (*kind != TierKind::hbm && *kind != TierKind::dram && *kind != TierKind::cxl))
       fail(CXLT_ERROR_INVALID_ARGUMENT, "--tiers: '", name, "' is not a tier kind a replay can use (hbm, dram, cxl)");

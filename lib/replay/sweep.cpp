@@ -5,6 +5,8 @@
 #include <cxltier/error.hpp>
 #include <cxltier/tools/replay.hpp>
 
+#include "core/text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -36,13 +38,7 @@ bool same_job(const Job &a, const Job &b) {
 }
 
 std::string num(double v) {
-  if (std::isnan(v)) return "";
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
+  return std::isnan(v) ? "" : text::shortest(v);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // one-node machine and numbers on a multi-node one, the CSV and plot outputs, a sweep, and
 // exit status 2 for bad flags. Nothing here judges a rate.
 #include "../common/cli.hpp"
+#include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <cxltier/topology.hpp>
 
@@ -39,18 +41,6 @@ size_t memory_nodes() {
   for (int i = 0; i <= numa_max_node(); ++i)
     if (numa_node_size64(i, nullptr) > 0) ++n;
   return n;
-}
-
-std::string temp_path(const std::string &name) {
-  const char *dir = std::getenv("TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/cxlt-bench-test-" + std::to_string(getpid()) + "-" + name;
-}
-
-std::string slurp(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 void expect_positive_number(const json &j, const char *key) {
@@ -136,7 +126,8 @@ TEST(BenchCli, ProgressGoesToStderr) {
 }
 
 TEST(BenchCli, SweepCsvAndPlot) {
-  const std::string csv = temp_path("sweep.csv"), plot = temp_path("sweep.svg");
+  const cxlt_test::TempDir tmp("bench-test");
+  const std::string csv = tmp / "sweep.csv", plot = tmp / "sweep.svg";
   auto r = run_tool({"bench", "--topology", "emulated", "--block-bytes", "64KiB,128KiB", "--blocks", "4", "--batch",
                      "2", "--json", "--quiet", "--csv", csv, "--plot", plot});
   const bool gnuplot = access("/usr/bin/gnuplot", X_OK) == 0;
@@ -152,7 +143,7 @@ TEST(BenchCli, SweepCsvAndPlot) {
     EXPECT_EQ(j["sweep"][1]["parameters"]["batch"].get<uint64_t>(), 2u);
     EXPECT_EQ(j["memcpy_gbps"], j["sweep"][0]["memcpy_gbps"]);
     // Header + (4 fixed rows + 6 pairs) per point.
-    std::string text = slurp(csv);
+    std::string text = cxlt_test::read_file(csv);
     size_t lines = 0;
     for (char c : text) lines += c == '\n';
     EXPECT_EQ(lines, 1u + 2u * 10u) << text;
@@ -160,36 +151,32 @@ TEST(BenchCli, SweepCsvAndPlot) {
     struct stat st {};
     ASSERT_EQ(stat(plot.c_str(), &st), 0) << "no plot written";
     EXPECT_GT(st.st_size, 1000);
-    EXPECT_NE(slurp(plot).find("<svg"), std::string::npos);
+    EXPECT_NE(cxlt_test::read_file(plot).find("<svg"), std::string::npos);
     // Both block sizes are points of the plotted lines (x in KiB).
-    const std::string dat = slurp(plot + ".dat");
+    const std::string dat = cxlt_test::read_file(plot + ".dat");
     EXPECT_NE(dat.find("\n64 "), std::string::npos) << dat;
     EXPECT_NE(dat.find("\n128 "), std::string::npos) << dat;
-    std::remove((plot + ".dat").c_str());
-    std::remove((plot + ".gp").c_str());
   }
-  std::remove(csv.c_str());
-  std::remove(plot.c_str());
 }
 
 // One block size: a bar per measured row and the multithreaded memcpy as a line, drawn without
 // a gnuplot warning (a line chart over one x value had an empty x range).
 TEST(BenchCli, OneBlockSizePlotsBarsWithTheMemcpyBaseline) {
   if (access("/usr/bin/gnuplot", X_OK) != 0) GTEST_SKIP() << "gnuplot is not installed (scripts/test installs it)";
-  const std::string plot = temp_path("one.svg");
+  const cxlt_test::TempDir tmp("bench-test");
+  const std::string plot = tmp / "one.svg";
   auto r = run_tool({"bench", "--topology", "emulated", "--block-bytes", "64KiB", "--blocks", "4", "--batch", "2",
                      "--quiet", "--plot", plot});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err.find("arning"), std::string::npos) << "gnuplot's warnings reach the user: " << r.err;
-  EXPECT_NE(slurp(plot).find("<svg"), std::string::npos);
-  const std::string gp = slurp(plot + ".gp");
+  EXPECT_NE(cxlt_test::read_file(plot).find("<svg"), std::string::npos);
+  const std::string gp = cxlt_test::read_file(plot + ".gp");
   EXPECT_NE(gp.find("with boxes"), std::string::npos) << gp;
   EXPECT_NE(gp.find("title 'baseline: memcpy"), std::string::npos) << gp;
   EXPECT_EQ(gp.find("logscale"), std::string::npos) << "one block size has no size axis: " << gp;
-  const std::string dat = slurp(plot + ".dat");
+  const std::string dat = cxlt_test::read_file(plot + ".dat");
   EXPECT_NE(dat.find("# memcpy, 1 thread"), std::string::npos) << dat;
   EXPECT_NE(dat.find("# baseline memcpy"), std::string::npos) << dat;
-  for (const std::string &f : {plot, plot + ".dat", plot + ".gp"}) std::remove(f.c_str());
 }
 
 TEST(BenchCli, BadFlagsExitTwoNamingTheFlag) {

@@ -6,9 +6,13 @@
 
 #include <cxltier/error.hpp>
 
+#include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -23,23 +27,6 @@
 using namespace cxltier;
 
 namespace {
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/cxlt-store-XXXXXX";
-  char *d = mkdtemp(tmpl);
-  if (!d) throw std::runtime_error("mkdtemp");
-  return d;
-}
-
-std::string read_file(const std::string &p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string &p, const std::string &data) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 
 Key k(uint64_t i) { return key_from_sequence(i, i * 3); }
 
@@ -123,7 +110,8 @@ TEST(ScoreStore, ForgetOrderLfuAndDecay) {
 }
 
 TEST(ScoreStore, CheckpointRoundTrip) {
-  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  const cxlt_test::TempDir tmp("store");
+  const std::string dir = tmp.path().string(), path = dir + "/scores.cxlt";
   ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
   std::mt19937_64 rng(3);
   for (uint64_t i = 0; i < 10000; ++i) {
@@ -158,17 +146,18 @@ TEST(ScoreStore, CheckpointRoundTrip) {
 }
 
 TEST(ScoreStore, DamagedFilesAreRefusedAndNothingIsLoaded) {
-  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  const cxlt_test::TempDir tmp("store");
+  const std::string dir = tmp.path().string(), path = dir + "/scores.cxlt";
   ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
   for (uint64_t i = 0; i < 5000; ++i) {
     NodeId id = s.insert(k(i), nullptr);
     s[id].st.score = 0.25;
   }
   s.save(path, CheckpointMeta{});
-  const std::string good = read_file(path);
+  const std::string good = cxlt_test::read_file(path);
   auto expect_refused = [&](const std::string &bytes, cxlt_result_t code, const char *what) {
     std::string p = dir + "/bad.cxlt";
-    write_file(p, bytes);
+    cxlt_test::write_file(p, bytes);
     try {
       (void)ScoreStore::load(p);
       ADD_FAILURE() << what << ": accepted";
@@ -205,14 +194,15 @@ TEST(ScoreStore, DamagedFilesAreRefusedAndNothingIsLoaded) {
     EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos);
   }
   EXPECT_THROW(s.save(link, CheckpointMeta{}), Error);
-  EXPECT_EQ(read_file(path), good) << "the link target was not written";
+  EXPECT_EQ(cxlt_test::read_file(path), good) << "the link target was not written";
 }
 
 // A child process writes checkpoints in a loop (each one self-consistent: every state's
 // accesses equals the generation it was written in); the parent kills it with SIGKILL at
 // random moments and then reopens: the file must always load, whole, as one generation.
 TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
-  std::string dir = temp_dir(), path = dir + "/scores.cxlt";
+  const cxlt_test::TempDir tmp("store");
+  const std::string dir = tmp.path().string(), path = dir + "/scores.cxlt";
   {
     ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
     for (uint64_t i = 0; i < 3000; ++i) s[s.insert(k(i), nullptr)].st.accesses = 0;
@@ -261,10 +251,7 @@ TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
   // Temporary files of dead writers are cleaned up at the next load.
   (void)ScoreStore::load(path);
   int temps = 0;
-  for (int i = 0; i < 1; ++i) {
-    std::string cmd = "ls " + dir + " | grep -c tmp > " + dir + "/count.txt";
-    if (std::system(cmd.c_str()) < 0) break;
-    temps = std::atoi(read_file(dir + "/count.txt").c_str());
-  }
+  for (const auto &e : std::filesystem::directory_iterator(tmp.path()))
+    if (e.path().filename().string().find("tmp") != std::string::npos) ++temps;
   EXPECT_EQ(temps, 0);
 }

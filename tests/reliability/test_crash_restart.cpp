@@ -10,6 +10,8 @@
 #include "reliability_util.hpp"
 
 #include "../common/cli.hpp"
+#include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
 #include "../runtime/runtime_test_util.hpp"
 #include "policy/score_store.hpp"
 
@@ -65,16 +67,6 @@ budget = "4MiB"
 kind = "cxl"
 budget = "8MiB"
 )";
-
-std::string write_file(const std::string &path, const std::string &text) {
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
-
-std::string read_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Start `program args...` with stdout and stderr to /dev/null; returns its pid.
 pid_t spawn_quiet(const std::string &program, const std::vector<std::string> &args) {
@@ -147,8 +139,9 @@ static std::chrono::milliseconds time_to_first_checkpoint(const std::string &con
 }
 
 TEST(CrashRestart, CliKilledAtRandomMomentsReopensAtItsLastCheckpoint) {
-  const std::string dir = cxlt_test::temp_dir("crash");
-  const std::string config = write_file(dir + "/run.toml", kRunConfig);
+  const cxlt_test::TempDir tmp("crash");
+  const std::string dir = tmp.path().string();
+  const std::string config = cxlt_test::write_file(dir + "/run.toml", kRunConfig);
   const std::string store = dir + "/scores.store";
   const uint64_t kills = cxlt_rel::scaled(8, 2);
   std::mt19937_64 rng(20240611);
@@ -229,13 +222,13 @@ TEST(CrashRestart, CliKilledAtRandomMomentsReopensAtItsLastCheckpoint) {
               "reopen; %llu restored states compared\n",
               static_cast<long long>(first.count()), (unsigned long long)killed, (unsigned long long)checkpoints_seen, (unsigned long long)last_step,
               (unsigned long long)temps_left, (unsigned long long)states_checked);
-  fs::remove_all(dir);
 }
 
 TEST(CrashRestart, KilledDeterministicWriterLeavesWhatACleanRunWrites) {
   const std::string writer = crash_writer();
   if (writer.empty()) GTEST_SKIP() << "CXLT_CRASH_WRITER is not set (tests/reliability/meson.build sets it)";
-  const std::string dir = cxlt_test::temp_dir("crashw");
+  const cxlt_test::TempDir tmp("crashw");
+  const std::string dir = tmp.path().string();
   const uint64_t kills = cxlt_rel::scaled(6, 2);
   std::mt19937_64 rng(99);
   uint64_t compared = 0, states = 0;
@@ -271,11 +264,11 @@ TEST(CrashRestart, KilledDeterministicWriterLeavesWhatACleanRunWrites) {
   std::printf("deterministic writer killed %llu times; %llu checkpoints compared with a clean run's, %llu states, all "
               "equal\n",
               (unsigned long long)kills, (unsigned long long)compared, (unsigned long long)states);
-  fs::remove_all(dir);
 }
 
 TEST(CrashRestart, FilesTheLibraryWritesAreOwnerOnlyWhateverTheUmask) {
-  const std::string dir = cxlt_test::temp_dir("mode");
+  const cxlt_test::TempDir tmp("mode");
+  const std::string dir = tmp.path().string();
   const mode_t old_umask = umask(0);
   RuntimeConfig cfg = cxlt_test::three_tier_config(4, 4, 4);
   cfg.store_path = dir + "/a.store";
@@ -295,12 +288,12 @@ TEST(CrashRestart, FilesTheLibraryWritesAreOwnerOnlyWhateverTheUmask) {
     EXPECT_EQ(mode_of(dir + name), 0600u) << name;
   }
   umask(old_umask);
-  fs::remove_all(dir);
 }
 
 TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
-  const std::string dir = cxlt_test::temp_dir("link");
-  const std::string victim = write_file(dir + "/victim", "precious\n");
+  const cxlt_test::TempDir tmp("link");
+  const std::string dir = tmp.path().string();
+  const std::string victim = cxlt_test::write_file(dir + "/victim", "precious\n");
   const std::string link = dir + "/scores.store";
   RuntimeConfig cfg = cxlt_test::three_tier_config(4, 4, 4);
   cfg.store_path = link;
@@ -314,14 +307,14 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
     EXPECT_EQ(e.code(), CXLT_ERROR_IO) << e.what();
     EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(read_file(victim), "precious\n");
+  EXPECT_EQ(cxlt_test::read_file(victim), "precious\n");
 
   // 2. The CLI says so and fails.
   cxlt_test::ToolResult r = cxlt_test::run_program(
       cxlt_test::tool_path(), {"run", "--topology", "emulated", "--store", link, "--steps", "1", "--quiet"});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
-  EXPECT_EQ(read_file(victim), "precious\n");
+  EXPECT_EQ(cxlt_test::read_file(victim), "precious\n");
 
   // 3. A dangling link: refused too, and its target is not created.
   fs::remove(link);
@@ -342,7 +335,7 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
       EXPECT_EQ(e.code(), CXLT_ERROR_IO) << e.what();
     }
   }  // close: its final checkpoint fails the same way (reported on stderr)
-  EXPECT_EQ(read_file(victim), "precious\n");
+  EXPECT_EQ(cxlt_test::read_file(victim), "precious\n");
   EXPECT_TRUE(fs::is_symlink(link));
 
   // 5. Links planted at the temporary names the writer will use: it creates with O_EXCL and
@@ -355,7 +348,7 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
     rt->admit(key_from_sequence(3, 3));
     EXPECT_THROW(rt->checkpoint(), Error);
   }
-  EXPECT_EQ(read_file(victim), "precious\n");
+  EXPECT_EQ(cxlt_test::read_file(victim), "precious\n");
 
   // 6. The trace writer refuses a link at its output path.
   const std::string trace_link = dir + "/trace.jsonl";
@@ -364,8 +357,7 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
   p.steps = 2;
   p.sequences = 1;
   EXPECT_THROW(trace::write_attention_trace(trace_link, p), Error);
-  EXPECT_EQ(read_file(victim), "precious\n");
-  fs::remove_all(dir);
+  EXPECT_EQ(cxlt_test::read_file(victim), "precious\n");
 }
 
 // Paths that are not regular files: a FIFO given as the
@@ -374,7 +366,8 @@ TEST(CrashRestart, SymbolicLinkPlantedAtAPathIsNeverWrittenThrough) {
 // used to be renamed over it: as root, `gen-trace --out /dev/null` replaced /dev/null). No
 // reader or writer is ever attached, so a regression blocks and meson's timeout fails the test.
 TEST(CrashRestart, FifosAtInputAndOutputPathsAreRefusedNotBlockedOnOrReplaced) {
-  const std::string dir = cxlt_test::temp_dir("fifo");
+  const cxlt_test::TempDir tmp("fifo");
+  const std::string dir = tmp.path().string();
   const std::string config = dir + "/config.toml";
   ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0);
   RuntimeConfig c;
@@ -413,9 +406,8 @@ TEST(CrashRestart, FifosAtInputAndOutputPathsAreRefusedNotBlockedOnOrReplaced) {
   EXPECT_FALSE(fs::exists(out2));
 
   // A regular file at the path is still replaced (the normal case: rerunning gen-trace).
-  write_file(out2, "old\n");
+  cxlt_test::write_file(out2, "old\n");
   fs::remove(out2 + ".tmp");
   trace::write_attention_trace(out2, p);
-  EXPECT_NE(read_file(out2), "old\n");
-  fs::remove_all(dir);
+  EXPECT_NE(cxlt_test::read_file(out2), "old\n");
 }

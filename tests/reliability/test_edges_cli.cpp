@@ -5,6 +5,7 @@
 // read), plot file names that try to become gnuplot code, and generator sizes it cannot hold.
 // Every refusal exits 2 and names what was wrong.
 #include "../common/cli.hpp"
+#include "../common/files.hpp"
 #include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -55,15 +56,10 @@ ToolResult run_limited(const std::vector<std::string> &args, const std::vector<s
   return r;
 }
 
-void write_file(const std::string &path, const std::string &text) {
-  std::ofstream f(path);
-  f << text;
-}
-
 // Two small emulated tiers with the given geometry lines.
 std::string run_config(const TempDir &d, const std::string &geometry) {
   const std::string path = d / "run.toml";
-  write_file(path, "topology = \"emulated\"\n[geometry]\n" + geometry +
+  cxlt_test::write_file(path, "topology = \"emulated\"\n[geometry]\n" + geometry +
                        "\n[runtime]\nhuge_pages = \"none\"\nextent_blocks = 4\n"
                        "[[tiers]]\nkind = \"hbm\"\nbudget = \"64KiB\"\n[[tiers]]\nkind = \"dram\"\nbudget = \"128KiB\"\n");
   return path;
@@ -118,7 +114,7 @@ TEST(PasswordFile, FifoDeviceHugeAndMissingAreRefused) {
   TempDir d;
   const std::string fifo = d / "pw.fifo", huge = d / "pw.huge", missing = d / "pw.missing";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  write_file(huge, "secret\n");
+  cxlt_test::write_file(huge, "secret\n");
   fs::resize_file(huge, uint64_t{1} << 30);  // sparse
   struct Case {
     std::string file;
@@ -288,7 +284,7 @@ TEST(RunCli, AbsentNumaNodeExitsTwoNamingIt) {
 TEST(RunCli, AdmissionsRefusedWhileEveryBlockIsPinnedAreCountedNotFatal) {
   TempDir d;
   const std::string path = d / "pinned.toml";
-  write_file(path, "topology = \"emulated\"\n[geometry]\n" + std::string(kTinyGeometry) +
+  cxlt_test::write_file(path, "topology = \"emulated\"\n[geometry]\n" + std::string(kTinyGeometry) +
                        "tokens_per_block = 64\n[runtime]\nhuge_pages = \"none\"\nextent_blocks = 1\n"
                        "[[tiers]]\nkind = \"hbm\"\nbudget = 256\n[[tiers]]\nkind = \"dram\"\nbudget = 256\n");
   auto r = run_limited({"run", "--config", path, "--steps", "20", "--quiet", "--sequences", "64", "--active", "16",

@@ -7,6 +7,7 @@
 #include "../runtime/runtime_test_util.hpp"
 #include "policy/score_store.hpp"
 #include "runtime/host_budget.hpp"
+#include "../common/files.hpp"
 #include "../common/temp_dir.hpp"
 
 #include <cxltier/cxltier.h>
@@ -60,16 +61,6 @@ pid_t dead_pid() {
   int st = 0;
   waitpid(p, &st, 0);
   return p;
-}
-
-void write_file(const std::string &path, const std::string &bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
-}
-
-std::string read_file(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 }  // namespace
@@ -137,14 +128,14 @@ TEST(StoreCheckpoint, StaleTempCleanupKeepsNamesItDidNotWrite) {
   const std::vector<std::string> users = {"s.store.tmp.backup", "s.store.tmp.notes.txt", "s.store.tmp." + dead,
                                           "s.store.tmp." + dead + ".1.bak", "s.store.tmp." + dead + ".x",
                                           "s.store.tmp.0" + dead + ".1"};
-  for (const std::string &u : users) write_file(d / u, "the user's\n");
+  for (const std::string &u : users) cxlt_test::write_file(d / u, "the user's\n");
   const std::string stale = d / ("s.store.tmp." + dead + ".3");
-  write_file(stale, "a killed writer's\n");
+  cxlt_test::write_file(stale, "a killed writer's\n");
   CheckpointMeta meta{1, 1, 0.05, 0.001, ScoreMode::touch};
   ScoreStore::write_checkpoint(store, meta, {});
   EXPECT_FALSE(fs::exists(stale)) << "a temporary file of a dead writer stays";
   for (const std::string &u : users) EXPECT_TRUE(fs::exists(d / u)) << u << " was deleted";
-  write_file(stale, "a killed writer's\n");
+  cxlt_test::write_file(stale, "a killed writer's\n");
   ScoreStore::load(store);
   EXPECT_FALSE(fs::exists(stale));
   for (const std::string &u : users) EXPECT_TRUE(fs::exists(d / u)) << u << " was deleted by load";
@@ -154,10 +145,10 @@ TEST(StoreCheckpoint, FooterReservedWordIsChecked) {
   TempDir d;
   const std::string store = d / "s.store";
   ScoreStore::write_checkpoint(store, CheckpointMeta{3, 4, 0.05, 0.001, ScoreMode::touch}, {});
-  std::string bytes = read_file(store);
+  std::string bytes = cxlt_test::read_file(store);
   ASSERT_GE(bytes.size(), 8u);
   bytes[bytes.size() - 1] = 1;  // the reserved word is outside every checksum
-  write_file(store, bytes);
+  cxlt_test::write_file(store, bytes);
   Thrown t = thrown([&] { ScoreStore::load(store); });
   EXPECT_EQ(t.code, CXLT_ERROR_CORRUPT) << t.what;
   EXPECT_NE(t.what.find("reserved"), std::string::npos) << t.what;
@@ -288,7 +279,7 @@ TEST(RuntimeAdmit, RefusedAdmissionLeavesNoState) {
 TEST(TraceReader, DynamoBlockSizeZeroIsMalformedNotSixteen) {
   TempDir d;
   const std::string path = d / "zero.jsonl";
-  write_file(path, "{\"timestamp\":1,\"event\":{\"event_type\":\"request_end\",\"request\":{\"output_tokens\":3,"
+  cxlt_test::write_file(path, "{\"timestamp\":1,\"event\":{\"event_type\":\"request_end\",\"request\":{\"output_tokens\":3,"
                    "\"replay\":{\"trace_block_size\":0,\"input_sequence_hashes\":[1,2,3]}}}}\n");
   trace::ReaderOptions strict;
   strict.strict = true;

@@ -11,6 +11,7 @@
 // CXLT_RELIABILITY_SCALE scales the work of each phase.
 #include "reliability_util.hpp"
 
+#include "../common/temp_dir.hpp"
 #include "../runtime/runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -145,7 +146,8 @@ void reader_phase(Runtime &rt, uint64_t seed, const std::atomic<bool> &stop, Tot
 }  // namespace
 
 TEST(Soak, ManyThreadsMixedWorkloadHoldsInvariantsAndFlatMemory) {
-  const std::string dir = cxlt_test::temp_dir("soak");
+  const cxlt_test::TempDir tmp("soak");
+  const std::string dir = tmp.path().string();
   RuntimeConfig cfg = cxlt_test::three_tier_config(64, 128, 256);
   cfg.migration_threads = 3;
   cfg.verify_copies = true;
@@ -215,5 +217,4 @@ TEST(Soak, ManyThreadsMixedWorkloadHoldsInvariantsAndFlatMemory) {
               (unsigned long long)s.promotions, (unsigned long long)s.drops, (unsigned long long)s.store_forgotten,
               (unsigned long long)tot.full.load(), series.c_str(), cxlt_rel::mib(warm).c_str(),
               cxlt_rel::mib(peak).c_str(), cxlt_rel::mib(tolerance).c_str());
-  std::filesystem::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include "runtime_test_util.hpp"
 
 #include "../common/cli.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
@@ -455,7 +456,8 @@ TEST_F(RemoteCluster, CorruptValuesAreMisses) {
   cxlt_test::fill_block(payload.data(), bytes, k, 1);
   ValueHeader h = make_header(k, namespace_hash(ns), payload.data(), bytes);
   payload[bytes / 2] ^= 0x01;
-  const std::string file = cxlt_test::temp_dir("remote-corrupt") + "/value.bin";
+  const cxlt_test::TempDir tmp("remote-corrupt");
+  const std::string file = tmp / "value.bin";
   {
     std::ofstream out(file, std::ios::binary);
     out.write(reinterpret_cast<const char *>(&h), sizeof h);

@@ -3,6 +3,7 @@
 // JSON and CSV, progress kept off stdout, malformed lines reported with their numbers, --strict,
 // several tiers, and the plot file when gnuplot is installed.
 #include "../common/cli.hpp"
+#include "../common/temp_dir.hpp"
 #include "replay_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -19,8 +20,6 @@ using nlohmann::json;
 namespace {
 
 std::string T(const std::string &f) { return cxlt_test::trace_dir() + f; }
-
-std::string tmp(const std::string &name) { return "/tmp/cxlt_replay_cli_" + std::to_string(getpid()) + "_" + name; }
 
 bool have_gnuplot() {
   cxlt_test::ToolResult r = cxlt_test::run_program("/usr/bin/env", {"gnuplot", "--version"});
@@ -119,7 +118,8 @@ TEST(SweepCli, TablesJsonCsv) {
   EXPECT_NE(r.out.find("higher is better"), std::string::npos);
   EXPECT_NE(r.out.find("alpha\\beta"), std::string::npos);
 
-  const std::string csv = tmp("s.csv");
+  const cxlt_test::TempDir tmp("replay-cli");
+  const std::string csv = tmp / "s.csv";
   auto j = run_tool({"sweep", "--trace", pi, "--alpha", "0.5,0.05", "--beta", "0,0.001", "--capacity-blocks", "64",
                      "--policies", "lrfu,lru", "--json", "--csv", csv, "--quiet"});
   ASSERT_EQ(j.status, 0) << j.err;
@@ -129,13 +129,13 @@ TEST(SweepCli, TablesJsonCsv) {
   std::string text = cxlt_test::read_text(csv);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7);
   EXPECT_NE(text.find(",opt,on,,,"), std::string::npos) << text;
-  std::remove(csv.c_str());
 }
 
 TEST(SweepCli, PlotFileIsWrittenWhenGnuplotExists) {
   if (!have_gnuplot()) GTEST_SKIP() << "gnuplot is not installed (scripts/common.sh installs gnuplot-nox)";
+  const cxlt_test::TempDir tmp("replay-cli");
   for (const char *ext : {".png", ".svg"}) {
-    const std::string out = tmp(std::string("plot") + ext);
+    const std::string out = tmp / (std::string("plot") + ext);
     auto r = run_tool({"sweep", "--trace", T("dynamo__pi_request_trace.jsonl.gz"), "--alpha", "0.5,0.05,0.01",
                        "--beta", "0,0.001,0.1", "--capacity-blocks", "64,256", "--plot", out, "--quiet"});
     ASSERT_EQ(r.status, 0) << r.err;
@@ -149,8 +149,6 @@ TEST(SweepCli, PlotFileIsWrittenWhenGnuplotExists) {
     std::string script = cxlt_test::read_text(out + ".gp");
     EXPECT_NE(script.find("with image"), std::string::npos) << "a heat map";
     EXPECT_NE(script.find("linespoints"), std::string::npos) << "capacity curves";
-    std::remove(out.c_str());
-    std::remove((out + ".gp").c_str());
   }
 }
 

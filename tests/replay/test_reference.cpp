@@ -5,6 +5,7 @@
 // uses and, at small capacities, as a full scan. The traces are read independently too
 // (nlohmann::json, zlib). Hit counts must be equal, exactly, on every shared trace and a
 // generated attention trace, at several capacities.
+#include "../common/temp_dir.hpp"
 #include "replay_test_util.hpp"
 
 #include <cxltier/tools/replay.hpp>
@@ -146,9 +147,11 @@ struct Case {
   std::string file;  // under tests/data/traces, or "generated"
 };
 
+// Written once per process into a directory removed at exit.
 std::string generated_trace() {
+  static const cxlt_test::TempDir dir("replay-ref");
   static std::string path = [] {
-    std::string p = "/tmp/cxlt_replay_ref_" + std::to_string(getpid()) + ".jsonl";
+    std::string p = dir / "generated.jsonl";
     trace::SyntheticParams sp;
     sp.steps = 300;
     sp.sequences = 48;

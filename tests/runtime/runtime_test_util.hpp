@@ -84,10 +84,4 @@ inline bool check_block(const void *data, size_t bytes, const cxltier::Key &key,
   return XXH3_64bits(p + 32, bytes - 32) == sum;
 }
 
-inline std::string temp_dir(const char *tag) {
-  std::string t = std::string("/tmp/cxlt-") + tag + "-XXXXXX";
-  char *d = mkdtemp(t.data());
-  return d ? std::string(d) : std::string("/tmp");
-}
-
 }  // namespace cxlt_test

@@ -3,6 +3,7 @@
 // handles still refused at the call, every recorded access visible to the next query, batches
 // larger than a buffer, and engine threads recording while another thread admits, drops,
 // steps and validates (every access that returned is counted exactly once).
+#include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -15,19 +16,11 @@
 #include <vector>
 
 using namespace cxltier;
+using cxlt_test::code_of;
 
 namespace {
 
 Key K(uint64_t i) { return key_from_sequence(11, i); }
-
-int code(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.code();
-  }
-  return CXLT_OK;
-}
 
 // One null tier of `blocks` blocks, synchronous, a store of `capacity` states.
 RuntimeConfig one_tier(uint32_t blocks, uint64_t capacity) {
@@ -46,19 +39,19 @@ TEST(AccessLog, StaleHandlesAreRefusedAtTheCall) {
   rt->admit(K(2));
   rt->access_handles(&a, nullptr, 1);
   rt->release(K(1), /*forget=*/true);  // resident nowhere, its state kept
-  EXPECT_EQ(code([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
   // Admitted again: the same key keeps its id and generation, so the handle is good again.
   EXPECT_EQ(rt->admit(K(1)).handle, a);
-  EXPECT_EQ(code([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_OK);
+  EXPECT_EQ(code_of([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_OK);
   // Forgotten and its id reused by another key: the old handle names a newer generation.
   rt->release(K(1), true);
   const uint64_t c = rt->admit(K(3)).handle;  // the store is full: K(1)'s state is forgotten
   EXPECT_EQ(c & 0xffffffffu, a & 0xffffffffu) << "the test needs K(3) to reuse K(1)'s id";
   EXPECT_NE(c, a);
-  EXPECT_EQ(code([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access_handles(&a, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
   // A batch with one stale handle records nothing.
   const uint64_t both[2] = {c, a};
-  EXPECT_EQ(code([&] { rt->access_handles(both, nullptr, 2); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access_handles(both, nullptr, 2); }), CXLT_ERROR_NOT_FOUND);
   cxlt_policy_state_t st{};
   ASSERT_TRUE(rt->policy_state(K(3), &st));
   EXPECT_EQ(st.accesses, 0u);

@@ -3,6 +3,7 @@
 // release_batch, unpin_batch. Each applies the single-block rules in order and refuses a bad
 // batch with nothing applied; a prefix pinned by prefix_lookup holds its bytes while other
 // threads admit and evict around it.
+#include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -24,15 +25,6 @@ std::vector<Key> seq(uint64_t id, size_t n, size_t from = 0) {
   std::vector<Key> k;
   for (size_t i = 0; i < n; ++i) k.push_back(key_from_sequence(id, from + i));
   return k;
-}
-
-cxlt_result_t code_of(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.code();
-  }
-  return CXLT_OK;
 }
 
 TEST(Batch, AdmitRepeatsAndPins) {

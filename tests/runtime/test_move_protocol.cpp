@@ -10,6 +10,7 @@
 // having proved anything, and says so), never fail a correct runtime. Scenarios that crash a
 // buggy runtime (an internal assertion aborts) run in a forked child (EXPECT_EXIT), so a
 // crash is a test failure, not the end of the binary.
+#include "../common/temp_dir.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -269,7 +270,8 @@ TEST(MoveProtocol, AdmitPinKeepsNoStoreReferenceAcrossAWait) {
 }
 
 TEST(CheckpointInterval, HugeIntervalNeverCheckpointsEveryStep) {
-  const std::string dir = cxlt_test::temp_dir("move-protocol-ckpt");
+  const cxlt_test::TempDir tmp("move-protocol-ckpt");
+  const std::string dir = tmp.path().string();
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.synchronous = true;
   cfg.store_path = dir + "/store.ckpt";
@@ -286,6 +288,4 @@ TEST(CheckpointInterval, HugeIntervalNeverCheckpointsEveryStep) {
   rt->step();  // 1 step of 2^64-1
   EXPECT_EQ(inode_of(cfg.store_path), before) << "one step rewrote the checkpoint although checkpoint_every_steps = 2^64-1";
   rt.reset();
-  std::remove(cfg.store_path.c_str());
-  ::rmdir(dir.c_str());
 }

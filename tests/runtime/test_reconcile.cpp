@@ -6,6 +6,7 @@
 // After every wait_idle the runtime's own inversion count and a brute-force count over every
 // pair of resident blocks, written here from policy_state and the test's own record of the
 // reference order, are both 0. Seeds are fixed.
+#include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -103,14 +104,6 @@ void drive(const Workload &r, Seen *seen) {
     if (r.ties) return static_cast<float>(rng() % 2);
     return static_cast<float>(rng() % 1001) / 1000.0f;
   };
-  auto code = [](auto &&f) {
-    try {
-      f();
-    } catch (const Error &e) {
-      return e.code();
-    }
-    return CXLT_OK;
-  };
   for (int round = 0; round < 12; ++round) {
     if (round % 3 == 2) {  // the engine's step ends: every pin goes, in one call
       std::vector<Key> all;
@@ -128,7 +121,7 @@ void drive(const Workload &r, Seen *seen) {
         const bool pin = rng() % 4 == 0 && pinned() + burst.size() <= pin_cap;
         std::vector<Block> out(burst.size());
         std::unique_ptr<bool[]> placed(new bool[burst.size()]);
-        const cxlt_result_t c = code([&] { rt->admit_batch(burst.data(), burst.size(), pin, out.data(), placed.get()); });
+        const cxlt_result_t c = code_of([&] { rt->admit_batch(burst.data(), burst.size(), pin, out.data(), placed.get()); });
         ASSERT_TRUE(c == CXLT_OK || c == CXLT_ERROR_OUT_OF_TIER_MEMORY) << cxlt_result_string(c);
         if (c != CXLT_OK) continue;
         for (size_t i = 0; i < burst.size(); ++i) {
@@ -139,7 +132,7 @@ void drive(const Workload &r, Seen *seen) {
         const Key k = pick();
         const bool pin = rng() % 4 == 0 && pinned() < pin_cap;
         bool placed = false;
-        const cxlt_result_t c = code([&] { rt->admit(k, &placed, pin); });
+        const cxlt_result_t c = code_of([&] { rt->admit(k, &placed, pin); });
         ASSERT_TRUE(c == CXLT_OK || c == CXLT_ERROR_OUT_OF_TIER_MEMORY) << cxlt_result_string(c);
         if (c != CXLT_OK) continue;
         if (placed) m.order[k] = ++m.clock;
@@ -159,7 +152,7 @@ void drive(const Workload &r, Seen *seen) {
         std::vector<float> att(ks.size());
         for (float &a : att) a = attention();
         const bool by_handle = rng() % 3 == 0;
-        const cxlt_result_t c = code([&] {
+        const cxlt_result_t c = code_of([&] {
           if (by_handle) {
             rt->access_handles(hs.data(), att.data(), hs.size());
           } else {
@@ -175,13 +168,13 @@ void drive(const Workload &r, Seen *seen) {
         if (m.pins[k] > 0) {
           rt->unpin(k);
           --m.pins[k];
-        } else if (pinned() < pin_cap && rt->lookup(k, nullptr) && code([&] { rt->pin(k); }) == CXLT_OK) {
+        } else if (pinned() < pin_cap && rt->lookup(k, nullptr) && code_of([&] { rt->pin(k); }) == CXLT_OK) {
           ++m.pins[k];
         }
       } else if (what < 14) {
         const Key k = pick();
         if (m.pins[k] == 0 && rt->lookup(k, nullptr)) {
-          const cxlt_result_t c = code([&] { rt->release(k, rng() % 2 == 0); });
+          const cxlt_result_t c = code_of([&] { rt->release(k, rng() % 2 == 0); });
           // Released before (without forget), or dropped by the mover since the lookup.
           ASSERT_TRUE(c == CXLT_OK || c == CXLT_ERROR_INVALID_ARGUMENT || c == CXLT_ERROR_NOT_FOUND)
               << cxlt_result_string(c);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The runtime on real memory: admission into the fastest tier with room, demotion cascades,
 // drops with the state kept and restored, pins, budgets, promotion, misuse, persistence.
+#include "../common/temp_dir.hpp"
+#include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -13,6 +15,7 @@
 
 using namespace cxltier;
 using cxlt_test::check_block;
+using cxlt_test::code_of;
 using cxlt_test::fill_block;
 using cxlt_test::three_tier_config;
 
@@ -219,41 +222,33 @@ TEST(Runtime, HotBlocksArePromoted) {
 
 TEST(Runtime, MisuseGivesErrors) {
   auto rt = Runtime::open(three_tier_config(2, 2, 2));
-  auto code = [](auto &&f) {
-    try {
-      f();
-    } catch (const Error &e) {
-      return e.code();
-    }
-    return CXLT_OK;
-  };
-  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
-  EXPECT_EQ(code([&] { rt->pin(K(1)); }), CXLT_ERROR_NOT_FOUND);
-  EXPECT_EQ(code([&] { rt->release(K(1), false); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access(&(const Key &)K(1), nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->pin(K(1)); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->release(K(1), false); }), CXLT_ERROR_NOT_FOUND);
   rt->admit(K(1));
-  EXPECT_EQ(code([&] { rt->unpin(K(1)); }), CXLT_ERROR_INVALID_ARGUMENT);  // not pinned
+  EXPECT_EQ(code_of([&] { rt->unpin(K(1)); }), CXLT_ERROR_INVALID_ARGUMENT);  // not pinned
   rt->pin(K(1));
-  EXPECT_EQ(code([&] { rt->release(K(1), true); }), CXLT_ERROR_BUSY);
+  EXPECT_EQ(code_of([&] { rt->release(K(1), true); }), CXLT_ERROR_BUSY);
   rt->unpin(K(1));
   rt->release(K(1), false);
-  EXPECT_EQ(code([&] { rt->release(K(1), false); }), CXLT_ERROR_INVALID_ARGUMENT);  // double release
+  EXPECT_EQ(code_of([&] { rt->release(K(1), false); }), CXLT_ERROR_INVALID_ARGUMENT);  // double release
   const float bad = 1.5f;
-  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), &bad, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { rt->access(&(const Key &)K(1), &bad, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
   const float nan = __builtin_nanf("");
-  EXPECT_EQ(code([&] { rt->access(&(const Key &)K(1), &nan, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(code([&] { rt->access(nullptr, nullptr, 3); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { rt->access(&(const Key &)K(1), &nan, 1); }), CXLT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of([&] { rt->access(nullptr, nullptr, 3); }), CXLT_ERROR_INVALID_ARGUMENT);
   uint64_t stale = 0xdeadbeef00000001ull;
-  EXPECT_EQ(code([&] { rt->access_handles(&stale, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access_handles(&stale, nullptr, 1); }), CXLT_ERROR_NOT_FOUND);
   // A failed batch applies nothing.
   Key both[2] = {K(1), K(2)};
   cxlt_policy_state_t st{};
   ASSERT_TRUE(rt->policy_state(K(1), &st));
   uint64_t before = st.accesses;
-  EXPECT_EQ(code([&] { rt->access(both, nullptr, 2); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->access(both, nullptr, 2); }), CXLT_ERROR_NOT_FOUND);
   ASSERT_TRUE(rt->policy_state(K(1), &st));
   EXPECT_EQ(st.accesses, before);
   rt->release(K(1), true);
-  EXPECT_EQ(code([&] { rt->release(K(1), true); }), CXLT_ERROR_NOT_FOUND);
+  EXPECT_EQ(code_of([&] { rt->release(K(1), true); }), CXLT_ERROR_NOT_FOUND);
   EXPECT_EQ(rt->validate(), "");
 }
 
@@ -293,7 +288,8 @@ TEST(Runtime, AccessByHandleMatchesAccessByKey) {
 }
 
 TEST(Runtime, ScoresSurviveARestart) {
-  std::string dir = cxlt_test::temp_dir("rt-persist");
+  const cxlt_test::TempDir tmp("rt-persist");
+  const std::string dir = tmp.path().string();
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.synchronous = true;
   cfg.store_path = dir + "/scores.cxlt";

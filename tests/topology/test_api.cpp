@@ -181,7 +181,7 @@ TEST(Auto, PicksThisSystemOnlyWithTwoTiers) {
 TEST(Cli, JsonForTheKnlFileShowsHbmBeforeDram) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
   const std::string file = (topology_data_dir() / "64intel64-fakeKNL-SNC4-hybrid.xml").string();
-  ToolRun r = run_tool("topo --topology '" + file + "' --json");
+  ToolRun r = run_tool({"topo", "--topology", file, "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   json j = json::parse(r.out);
@@ -198,12 +198,12 @@ TEST(Cli, JsonForTheKnlFileShowsHbmBeforeDram) {
 
 TEST(Cli, TableHasUnitsInEveryColumnAndSaysEmulated) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
-  ToolRun r = run_tool("topo --topology emulated");
+  ToolRun r = run_tool({"topo", "--topology", "emulated"});
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char *needle : {"capacity (GiB)", "bandwidth (MiB/s, higher is better)", "latency (ns, lower is better)",
                              "EMULATED", "declared by the embedded default topology", "819200", "34816"})
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
-  ToolRun j = run_tool("topo --topology emulated --json");
+  ToolRun j = run_tool({"topo", "--topology", "emulated", "--json"});
   ASSERT_EQ(j.status, 0) << j.err;
   json parsed = json::parse(j.out);
   expect_schema(parsed);
@@ -213,12 +213,12 @@ TEST(Cli, TableHasUnitsInEveryColumnAndSaysEmulated) {
 
 TEST(Cli, DefaultIsAutoAndWorksOnThisMachine) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
-  ToolRun r = run_tool("topo --json");
+  ToolRun r = run_tool({"topo", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   json j = json::parse(r.out);
   expect_schema(j);
   EXPECT_EQ(j["source"], topology_source_name(discover_topology("auto").source));
-  ToolRun table = run_tool("topo");
+  ToolRun table = run_tool({"topo"});
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("rank"), std::string::npos);
 }

@@ -32,11 +32,11 @@ fs::path make_case(const TempDir &dir, const std::string &label) {
   if (label == "garbage") return dir.write("garbage.xml", "this is not XML at all\n\x01\x02\x03");
   if (label == "not_a_topology") return dir.write("other.xml", "<?xml version=\"1.0\"?>\n<html><body/></html>\n");
   if (label == "truncated") {
-    std::string full = slurp(topology_data_dir() / "64intel64-fakeKNL-SNC4-hybrid.xml");
+    std::string full = read_file(topology_data_dir() / "64intel64-fakeKNL-SNC4-hybrid.xml");
     return dir.write("truncated.xml", full.substr(0, full.size() / 2));
   }
   if (label == "broken_tags") {
-    std::string full = slurp(topology_data_dir() / "8intel64-4n2t-memattrs.xml");
+    std::string full = read_file(topology_data_dir() / "8intel64-4n2t-memattrs.xml");
     size_t at = full.find("<object type=\"NUMANode\"");
     full.replace(at, 7, "<object<");
     return dir.write("broken.xml", full);
@@ -88,8 +88,10 @@ TEST_P(BadTopologyInput, CliExitsTwoWithOneLine) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
   TempDir dir;
   fs::path p = make_case(dir, GetParam().label);
-  for (const char *json : {"", " --json"}) {
-    ToolRun r = run_tool("topo --topology '" + p.string() + "'" + json);
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args{"topo", "--topology", p.string()};
+    if (json) args.push_back("--json");
+    ToolRun r = run_tool(args);
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
     ASSERT_FALSE(r.err.empty());
@@ -105,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadTopologyInput, ::testing::ValuesIn(kCases),
 TEST(BadTopologyInputExtra, UnreadableFile) {
   if (geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
   TempDir dir;
-  fs::path p = dir.write("secret.xml", slurp(topology_data_dir() / "8intel64-4n2t-memattrs.xml"));
+  fs::path p = dir.write("secret.xml", read_file(topology_data_dir() / "8intel64-4n2t-memattrs.xml"));
   fs::permissions(p, fs::perms::none);
   try {
     load_topology_xml(p.string());
@@ -137,6 +139,6 @@ TEST(BadTopologyInputExtra, FormatVersionIsReadFromTheTopologyElement) {
 
 TEST(BadTopologyInputExtra, UnknownCliOptionIsBadInput) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
-  ToolRun r = run_tool("topo --no-such-flag");
+  ToolRun r = run_tool({"topo", "--no-such-flag"});
   EXPECT_EQ(r.status, 2);
 }

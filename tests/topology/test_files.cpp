@@ -92,7 +92,7 @@ TEST_P(GoldenTierMap, MatchesGolden) {
   }
   ASSERT_TRUE(fs::exists(golden)) << "no golden tier map for " << relative_name(xml)
                                   << ": run the test with CXLT_UPDATE_GOLDEN=1 and review the diff";
-  ordered_json want = ordered_json::parse(slurp(golden));
+  ordered_json want = ordered_json::parse(read_file(golden));
   EXPECT_EQ(got, want) << "tier map of " << relative_name(xml) << " changed.\n--- golden\n"
                        << want.dump(2) << "\n--- now\n"
                        << got.dump(2);

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/cli.hpp"
+#include "../common/files.hpp"
 #include "../common/temp_dir.hpp"
 
 #include <cstdlib>
@@ -28,34 +30,12 @@ inline fs::path topology_data_dir() {
   return fs::path(d ? d : "tests/data") / "topologies";
 }
 
-inline std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+using cxlt_test::read_file;
 
 using cxlt_test::TempDir;
 
-struct ToolRun {
-  int status = -1;  // exit status, or -1 if it did not exit normally
-  std::string out, err;
-};
-
-// Runs the cxltier CLI (CXLT_TOOL) with `args` (already shell-quoted where needed).
-inline ToolRun run_tool(const std::string &args) {
-  const char *tool = std::getenv("CXLT_TOOL");
-  ToolRun r;
-  if (!tool) return r;
-  TempDir tmp;
-  fs::path out = tmp.path() / "out", err = tmp.path() / "err";
-  std::string cmd = std::string("'") + tool + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  int rc = std::system(cmd.c_str());
-  if (rc != -1 && WIFEXITED(rc)) r.status = WEXITSTATUS(rc);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using ToolRun = cxlt_test::ToolResult;
+using cxlt_test::run_tool;
 
 using Partition = std::set<std::set<unsigned>>;
 

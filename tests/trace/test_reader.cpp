@@ -3,6 +3,10 @@
 // nlohmann::json pass over the same bytes), on our own fixtures (every malformed-line case, in
 // strict and lenient mode), on damaged gzip, empty and binary files, and against nlohmann on
 // tens of thousands of mutated lines (the scanner must accept exactly the valid ones).
+#include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
+#include "../common/thrown.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/tools/trace.hpp>
 
@@ -23,6 +27,7 @@
 #include <unistd.h>
 
 using namespace cxltier;
+using cxlt_test::thrown;
 using namespace cxltier::trace;
 using nlohmann::json;
 
@@ -31,13 +36,6 @@ namespace {
 std::string data_dir() {
   const char *d = std::getenv("CXLT_TEST_DATA");
   return std::string(d ? d : "tests/data") + "/traces/";
-}
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // Decompresses a whole gzip file with zlib's gz* interface (not the reader's inflate loop).
@@ -101,18 +99,6 @@ Counts count(const std::vector<std::vector<uint64_t>> &reqs) {
   return c;
 }
 
-// The error a lambda throws, or fails the test.
-template <typename F>
-Error thrown(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e;
-  }
-  ADD_FAILURE() << "no cxltier::Error thrown";
-  return Error(CXLT_OK, "");
-}
-
 std::vector<uint64_t> issue_lines(const ReaderStats &s) {
   std::vector<uint64_t> v;
   for (auto &i : s.issues) v.push_back(i.line);
@@ -140,7 +126,7 @@ class RealTraces : public ::testing::TestWithParam<RealTrace> {};
 TEST_P(RealTraces, MatchAnIndependentJsonReading) {
   const RealTrace &t = GetParam();
   std::string path = data_dir() + t.file;
-  std::string text = t.gz ? gunzip(path) : slurp(path);
+  std::string text = t.gz ? gunzip(path) : cxlt_test::read_file(path);
   auto expected = nlohmann_requests(text, t.format == Format::dynamo);
   Counts ce = count(expected);
   EXPECT_EQ(ce.requests, t.requests);
@@ -222,7 +208,7 @@ TEST(Reader, RequestFields) {
 // Our Qwen-Bailian fixture: chat ids become sessions, -1 parents none, timestamps stay seconds.
 TEST(Reader, BailianFixture) {
   std::string path = data_dir() + "bailian_ours.jsonl";
-  auto lines = lines_of(slurp(path));
+  auto lines = lines_of(cxlt_test::read_file(path));
   Reader r(path);
   EXPECT_EQ(r.format(), Format::bailian);
   EXPECT_EQ(r.block_size_tokens(), 16u);
@@ -265,12 +251,9 @@ TEST(Reader, BlockSizeOptions) {
 // A gzip copy of a plain trace reads to the same stream, from a file and from memory; several
 // gzip members in a row are one stream.
 TEST(Reader, GzipIsReadDirectly) {
-  std::string plain = slurp(data_dir() + "dynamo__mooncake_trace_1000.jsonl");
-  char tmpl[] = "/tmp/cxlt_trace_gz_XXXXXX";
-  int fd = mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  std::string path = tmpl;
+  std::string plain = cxlt_test::read_file(data_dir() + "dynamo__mooncake_trace_1000.jsonl");
+  const cxlt_test::TempDir tmp("trace-gz");
+  const std::string path = tmp / "members.gz";
   size_t half = plain.size() / 2;
   for (int members = 1; members <= 2; ++members) {
     gzFile g = gzopen(path.c_str(), "wb");
@@ -291,11 +274,10 @@ TEST(Reader, GzipIsReadDirectly) {
     EXPECT_EQ(read_all(a), read_all(b)) << members << " member(s)";
     EXPECT_EQ(a.stats().malformed, 0u);
     EXPECT_EQ(a.stats().bytes, plain.size());
-    Reader c = Reader::from_memory(slurp(path));
+    Reader c = Reader::from_memory(cxlt_test::read_file(path));
     EXPECT_TRUE(c.compressed());
     EXPECT_EQ(read_all(c).size(), 1000u);
   }
-  unlink(path.c_str());
 }
 
 TEST(Reader, DetectsEveryFormatFromContent) {
@@ -537,12 +519,12 @@ TEST(Damaged, MissingFileAndDirectory) {
   EXPECT_TRUE(contains(e.what(), "no_such_trace.jsonl")) << e.what();
   EXPECT_EQ(thrown([] { Reader dir(data_dir()); }).code(), CXLT_ERROR_IO);
   // A FIFO is refused at once (without waiting for a writer): it could not be rewound.
-  std::string fifo = "/tmp/cxlt_trace_fifo_" + std::to_string(getpid());
+  const cxlt_test::TempDir tmp("trace-fifo");
+  const std::string fifo = tmp / "fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   e = thrown([&] { Reader r(fifo); });
   EXPECT_EQ(e.code(), CXLT_ERROR_IO);
   EXPECT_TRUE(contains(e.what(), "not a regular file")) << e.what();
-  unlink(fifo.c_str());
 }
 
 TEST(Reader, CrlfLineEndings) {
@@ -613,7 +595,7 @@ bool oracle_accepts(const std::string &line) {
 }  // namespace
 
 TEST(Fuzz, MutatedLinesAgreeWithNlohmann) {
-  auto seeds = lines_of(slurp(data_dir() + "dynamo__mooncake_trace_1000.jsonl"));
+  auto seeds = lines_of(cxlt_test::read_file(data_dir() + "dynamo__mooncake_trace_1000.jsonl"));
   seeds.resize(50);
   seeds.push_back(R"({"hash_ids": [1, 2], "meta": {"a": [true, false, null, -1.5e3, "x\u00e9\n"]}, "timestamp": 0.5})");
   std::mt19937_64 rng(42);  // the test's own inputs; the library never uses <random>

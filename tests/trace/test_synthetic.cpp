@@ -3,6 +3,11 @@
 // attention sums to 1 per sequence and step, sinks, the recency window and heavy hitters get
 // more mass than the rest, shared prefixes share block ids, finished sequences stay finished,
 // and written traces (plain and gzip) read back identically, also through `cxltier gen-trace`.
+#include "../common/cli.hpp"
+#include "../common/files.hpp"
+#include "../common/temp_dir.hpp"
+#include "../common/thrown.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/tools/trace.hpp>
 
@@ -24,6 +29,7 @@
 
 using namespace cxltier;
 using namespace cxltier::trace;
+using cxlt_test::thrown;
 
 namespace {
 
@@ -64,25 +70,6 @@ uint64_t digest(SyntheticWorkload &w, uint64_t max_steps = UINT64_MAX) {
   return d;
 }
 
-std::string temp_path(const char *suffix) {
-  char tmpl[] = "/tmp/cxlt_synth_XXXXXX";
-  int fd = mkstemp(tmpl);
-  close(fd);
-  unlink(tmpl);
-  return std::string(tmpl) + suffix;
-}
-
-template <typename F>
-Error thrown(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e;
-  }
-  ADD_FAILURE() << "no cxltier::Error thrown";
-  return Error(CXLT_OK, "");
-}
-
 }  // namespace
 
 TEST(Synthetic, SameSeedSameStepsDifferentSeedDifferentSteps) {
@@ -109,16 +96,11 @@ TEST(Synthetic, SameSeedSameStepsDifferentSeedDifferentSteps) {
 TEST(Synthetic, GoldenDigest) {
   SyntheticParams p = small();
   p.steps = 200;
-  std::string path = temp_path(".jsonl");
+  const cxlt_test::TempDir tmp("synth");
+  const std::string path = tmp / "golden.jsonl";
   write_attention_trace(path, p);
-  std::string text;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  ASSERT_NE(f, nullptr);
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  unlink(path.c_str());
+  ASSERT_EQ(access(path.c_str(), R_OK), 0);
+  const std::string text = cxlt_test::read_file(path);
   uint64_t d = XXH3_64bits(text.data(), text.size());
   EXPECT_EQ(d, 0x746618639c6792e8ull) << std::hex << "digest 0x" << d << " over " << std::dec << text.size() << " bytes";
 }
@@ -346,17 +328,17 @@ static void expect_round_trip(const std::string &path, const SyntheticParams &p)
 }
 
 TEST(AttentionTrace, WrittenFilesReadBackIdentically) {
+  const cxlt_test::TempDir tmp("synth");
   for (const char *suffix : {".jsonl", ".jsonl.gz"}) {
-    std::string path = temp_path(suffix);
+    const std::string path = tmp / (std::string("round-trip") + suffix);
     expect_round_trip(path, small());
     EXPECT_EQ(access((path + ".tmp").c_str(), F_OK), -1);  // the temporary name is gone
     if (std::string(suffix) == ".jsonl.gz") {
       EXPECT_TRUE(Reader(path).compressed());
     }
-    unlink(path.c_str());
   }
   // The same parameters write the same bytes.
-  std::string a = temp_path(".jsonl"), b = temp_path(".jsonl");
+  const std::string a = tmp / "a.jsonl", b = tmp / "b.jsonl";
   write_attention_trace(a, small());
   write_attention_trace(b, small());
   FILE *fa = std::fopen(a.c_str(), "rb"), *fb = std::fopen(b.c_str(), "rb");
@@ -371,8 +353,6 @@ TEST(AttentionTrace, WrittenFilesReadBackIdentically) {
   } while (ca != EOF);
   std::fclose(fa);
   std::fclose(fb);
-  unlink(a.c_str());
-  unlink(b.c_str());
 }
 
 TEST(AttentionTrace, UnwritablePathIsAnIoError) {
@@ -382,66 +362,52 @@ TEST(AttentionTrace, UnwritablePathIsAnIoError) {
   // Bad parameters are refused before any file is created.
   SyntheticParams p = small();
   p.max_active = 0;
-  std::string path = temp_path(".jsonl");
+  const cxlt_test::TempDir tmp("synth");
+  const std::string path = tmp / "refused.jsonl";
   EXPECT_EQ(thrown([&] { write_attention_trace(path, p); }).code(), CXLT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(access(path.c_str(), F_OK), -1);
 }
 
 // --- The CLI ----------------------------------------------------------------------------------
 
-static int run_tool(const std::string &args, std::string &out) {
-  const char *tool = std::getenv("CXLT_TOOL");
-  std::string cmd = std::string(tool ? tool : "cxltier") + " " + args + " 2>&1";
-  FILE *p = popen(cmd.c_str(), "r");
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+// The CLI's exit status; `out` gets its standard output followed by its standard error.
+static int run_tool(const std::vector<std::string> &args, std::string &out) {
+  const cxlt_test::ToolResult r = cxlt_test::run_tool(args);
+  out = r.out + r.err;
+  return r.status;
 }
 
 TEST(GenTraceCommand, WritesWhatTheLibraryWrites) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
-  std::string path = temp_path(".jsonl"), out;
-  ASSERT_EQ(run_tool("gen-trace --out " + path +
-                         " --steps 600 --sequences 64 --max-active 8 --arrival-rate 0.25 --prompt-tokens-max 1024 "
-                         "--decode-tokens-max 256 --json",
+  const cxlt_test::TempDir tmp("synth");
+  const std::string path = tmp / "cli.jsonl";
+  std::string out;
+  ASSERT_EQ(run_tool({"gen-trace", "--out", path, "--steps", "600", "--sequences", "64", "--max-active", "8",
+                      "--arrival-rate", "0.25", "--prompt-tokens-max", "1024", "--decode-tokens-max", "256", "--json"},
                      out),
             0)
       << out;
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["steps"], 600);
   EXPECT_EQ(j["params"], nlohmann::json::parse(small().to_json()));
-  std::string lib = temp_path(".jsonl");
+  const std::string lib = tmp / "lib.jsonl";
   write_attention_trace(lib, small());
-  std::string a, b;
-  {
-    FILE *f = std::fopen(path.c_str(), "rb");
-    int c;
-    while ((c = std::fgetc(f)) != EOF) a.push_back(static_cast<char>(c));
-    std::fclose(f);
-    f = std::fopen(lib.c_str(), "rb");
-    while ((c = std::fgetc(f)) != EOF) b.push_back(static_cast<char>(c));
-    std::fclose(f);
-  }
-  EXPECT_EQ(a, b);  // the command writes what the library writes
+  EXPECT_EQ(cxlt_test::read_file(path), cxlt_test::read_file(lib));  // the command writes what the library writes
   Reader r(path);
   Request q;
   while (r.next(q)) {
   }
   EXPECT_EQ(j["references"], r.stats().references);
   unlink(path.c_str());
-  unlink(lib.c_str());
 
   // A bad value names its flag and exits 2.
-  EXPECT_EQ(run_tool("gen-trace --out " + path + " --tail-fraction 2", out), 2) << out;
+  EXPECT_EQ(run_tool({"gen-trace", "--out", path, "--tail-fraction", "2"}, out), 2) << out;
   EXPECT_NE(out.find("tail_fraction"), std::string::npos) << out;
-  EXPECT_EQ(run_tool("gen-trace --out " + path + " --steps lots", out), 2) << out;
+  EXPECT_EQ(run_tool({"gen-trace", "--out", path, "--steps", "lots"}, out), 2) << out;
   EXPECT_NE(out.find("--steps"), std::string::npos) << out;
   EXPECT_EQ(access(path.c_str(), F_OK), -1);
   // --help lists every knob with its default.
-  ASSERT_EQ(run_tool("gen-trace --help", out), 0);
+  ASSERT_EQ(run_tool({"gen-trace", "--help"}, out), 0);
   for (const char *flag : {"--seed", "--steps", "--sequences", "--max-active", "--arrival-rate", "--block-size",
                            "--prefix-groups", "--prefix-blocks", "--prefix-fraction", "--prompt-tokens-min",
                            "--prompt-tokens-max", "--decode-tokens-min", "--decode-tokens-max", "--sink-blocks",

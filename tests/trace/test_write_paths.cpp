@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Where write_attention_trace() writes: a path that is not a regular file (a FIFO here) is
 // refused or written through, never replaced.
-#include "../runtime/runtime_test_util.hpp"
+#include "../common/temp_dir.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/trace.hpp>
@@ -23,7 +23,8 @@ using namespace cxltier;
 // a temporary folder. Either refusing such a path or writing through it is right;
 // replacing it is not. A reader end is held open so that writing through the FIFO cannot block.
 TEST(TraceWritePaths, GenTraceNeverReplacesANonRegularFile) {
-  const std::string dir = cxlt_test::temp_dir("trace-write-paths");
+  const cxlt_test::TempDir tmp("trace-write-paths");
+  const std::string dir = tmp.path().string();
   const std::string fifo = dir + "/out.jsonl";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
@@ -41,7 +42,4 @@ TEST(TraceWritePaths, GenTraceNeverReplacesANonRegularFile) {
   struct stat st {};
   ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << fifo << " (a FIFO) was replaced by another kind of file";
-  std::remove(fifo.c_str());
-  std::remove((fifo + ".tmp").c_str());
-  ::rmdir(dir.c_str());
 }

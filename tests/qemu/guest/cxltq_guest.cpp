@@ -3,6 +3,8 @@
 // programs: the libnuma placement mechanics (until the numa tier backend's own test replaces
 // it) and the verifiers of `cxltier topo|run|bench --json` output (also in the CXL guest). The last line it prints is
 // the check's one-line detail; exit status 0 pass, 1 fail, 77 skip (see tests/qemu/guest/init).
+#include "guest_util.hpp"
+
 #include <numa.h>
 #include <numaif.h>
 #include <sys/mman.h>
@@ -23,42 +25,12 @@
 
 namespace {
 
-constexpr int kPass = 0;
-constexpr int kFail = 1;
-constexpr int kSkip = 77;
-
-// Prints the detail line (the guest's /init reports the last line) and returns the status.
-int finish(int status, const std::string &detail) {
-  std::printf("%s\n", detail.c_str());
-  std::fflush(stdout);
-  return status;
-}
+using namespace cxltq;
 
 // ---------------------------------------------------------------------------------------------
 // numa-placement: a "block" bound to each memory node is verified page by page with move_pages
 // in query mode; then it is moved to every other node (move_pages, and mbind with MPOL_MF_MOVE)
 // and after each move every page must report the target node and every byte must be intact.
-
-// The bytes a block must hold: a function of its seed and the offset, so that any page that
-// comes back from a move with other content (or zeroes) is caught.
-uint8_t pattern_byte(uint64_t seed, size_t offset) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + offset / 8;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  return static_cast<uint8_t>(x >> (8 * (offset % 8)));
-}
-
-void fill(uint8_t *p, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = pattern_byte(seed, i);
-}
-
-// Returns the first offset that differs from the pattern, or n when all bytes are intact.
-size_t first_bad_byte(const uint8_t *p, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; ++i)
-    if (p[i] != pattern_byte(seed, i)) return i;
-  return n;
-}
 
 // "byte 4096 is 0x00, want 0x5c; 4096 of 1060864 bytes differ, in 1 of 259 pages"
 std::string describe_bad(const uint8_t *p, size_t n, uint64_t seed, size_t first) {

@@ -7,6 +7,7 @@
 // its pages are on the new tier's nodes and its bytes are intact. Run for hugetlb-first extents
 // (the guest reserves 2 MiB pages on every node) and for 4 KiB pages.
 // Last output line: the detail; exit status 0 pass, 1 fail, 77 skip (fewer than two tiers).
+#include "guest_util.hpp"
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
 #include "memory/backend.hpp"
@@ -31,36 +32,7 @@ namespace {
 
 using namespace cxltier;
 
-constexpr int kPass = 0;
-constexpr int kFail = 1;
-constexpr int kSkip = 77;
-
-int finish(int status, const std::string &detail) {
-  std::printf("%s\n", detail.c_str());
-  std::fflush(stdout);
-  return status;
-}
-
-uint8_t pattern_byte(uint64_t seed, size_t offset) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + offset / 8;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  return static_cast<uint8_t>(x >> (8 * (offset % 8)));
-}
-
-void fill(void *p, size_t n, uint64_t seed) {
-  auto *b = static_cast<uint8_t *>(p);
-  for (size_t i = 0; i < n; ++i) b[i] = pattern_byte(seed, i);
-}
-
-// The first differing offset, or n.
-size_t first_bad_byte(const void *p, size_t n, uint64_t seed) {
-  const auto *b = static_cast<const uint8_t *>(p);
-  for (size_t i = 0; i < n; ++i)
-    if (b[i] != pattern_byte(seed, i)) return i;
-  return n;
-}
+using namespace cxltq;
 
 std::string nodes_text(const std::vector<unsigned> &nodes) {
   std::string s;
