@@ -5,7 +5,7 @@
 #include "tiers/hostmem.hpp"
 
 #include <cxltier/error.hpp>
-#include <cxltier/units.hpp>
+#include <cxltier/tools/units.hpp>
 
 #include <numa.h>
 #include <numaif.h>
