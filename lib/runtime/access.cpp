@@ -40,7 +40,7 @@ void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   e.st.tick = ++tick;
   e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
   TierRt &t = tiers[e.tier];
-  if ((e.flags & kFlagMoving) == 0) t.policy->access(id, e.st);
+  if ((e.flags & (kFlagMoving | kFlagUnindexed)) == 0) t.policy->access(id, e.st);
   ++t.hits;
   ++accesses;
   if (e.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.flags & kFlagPromoteQueued) == 0 &&
@@ -132,7 +132,7 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
   NodeId id = m.store->find(key);
-  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagUnindexed))) {
     m.moved_cv.wait(lk);
     id = m.store->find(key);
   }
@@ -206,7 +206,7 @@ void Runtime::release(const Key &key, bool forget) {
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   NodeId id = m.store->find(key);
-  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) {
+  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
     m.moved_cv.wait(lk);
     id = m.store->find(key);
   }

@@ -19,7 +19,7 @@ namespace cxltier {
 bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
   const Impl *self = static_cast<const Impl *>(ctx);
   const StoreEntry &e = (*self->store)[id];
-  return e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0;
+  return e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed)) == 0;
 }
 
 void Runtime::Impl::ensure_policy_ids() {

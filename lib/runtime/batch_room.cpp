@@ -10,8 +10,10 @@
 //     victim goes down when it keeps less than the block will (its keep value as admitted);
 //     else the fastest tier with a free slot; else room is needed (a cascade from the fastest
 //     tier). A cascade picks each level's victim, bottom level first, as make_room does. Every
-//     block picked is held (kFlagHeld: no other victim search, mover or release takes it), and
-//     so are the batch's resident blocks, so that none is picked.
+//     block picked is held (kFlagHeld: no other victim search, mover or release takes it) and
+//     out of its tier's policy index (kFlagUnindexed: later searches do not walk past it; an
+//     access meanwhile updates its state only, as for a moving block), and the batch's resident
+//     blocks are held, so that none is picked.
 //  2. Drops (the victims of the last tier, and of a tier whose lower tiers had no victim), each
 //     written out first when the remote tier is on (the lock released meanwhile, as make_room).
 //  3. Per level, from the slowest pair up: each victim still where it was picked (the lock was
@@ -19,7 +21,8 @@
 //     migration.cpp); the moves are queued to the workers at once and waited for, the lock
 //     released meanwhile. The level above then finds the slots this level freed.
 //     A runtime without workers (synchronous) copies them in this thread.
-//  4. Every hold is undone (also on an exception), and waiters woken.
+//  4. Every hold is undone (also on an exception), every victim that did not move back in its
+//     tier's index, and waiters woken.
 // The admissions that follow (place()) find the slots freed. A victim that changed meanwhile,
 // a slot another thread took or a copy that failed only leaves less room: place() makes the
 // rest one block at a time, with the errors the single-block path gives. A failed copy is a
@@ -71,10 +74,12 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
   for (int t = 0; t <= last; ++t) free_slots[t] = tiers[t].pool->slots_free();
 
   // Step 4, whatever happens from here on: a block still held by this call (its list entry
-  // not yet kNoNode) is let go.
+  // not yet kNoNode) is let go, and a picked victim goes back into its tier's index.
   const auto unhold = [this](NodeId &id) {
     if (id == kNoNode) return;
-    (*store)[id].flags = static_cast<uint8_t>((*store)[id].flags & ~kFlagHeld);
+    StoreEntry &e = (*store)[id];
+    if (e.flags & kFlagUnindexed) tiers[e.tier].policy->insert(id, e.key, e.st);
+    e.flags = static_cast<uint8_t>(e.flags & ~(kFlagHeld | kFlagUnindexed));
     id = kNoNode;
   };
   struct Undo {
@@ -101,9 +106,14 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
       s.kept.push_back(id);
     }
   }
+  // A picked victim leaves its tier's index until it moves or is let go: held blocks left in
+  // the index would be walked past by every later victim search (quadratic in the burst).
   const auto pick = [&](int t) -> NodeId {
     const NodeId v = tiers[t].policy->victim(now, eligible());
-    if (v != kNoNode) (*store)[v].flags |= kFlagHeld;
+    if (v != kNoNode) {
+      tiers[t].policy->erase(v, EraseReason::moved);
+      (*store)[v].flags |= kFlagHeld | kFlagUnindexed;
+    }
     return v;
   };
   // One more free slot in tier t (counted in free_slots[t]), as make_room(t) makes it: room

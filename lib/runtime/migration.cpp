@@ -226,7 +226,7 @@ bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
 // victim can go down into the block's tier.
 void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   StoreEntry &e = (*store)[id];
-  if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld))) return;
+  if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) return;
   const int t = e.tier, up = t - 1;
   NodeId v = kNoNode;
   if (!promote_candidate(id, &v)) return;
@@ -303,7 +303,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     NodeId id = promote_queue[i];
     StoreEntry &e = (*store)[id];
     e.flags = static_cast<uint8_t>(e.flags & ~kFlagPromoteQueued);
-    if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld))) continue;
+    if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) continue;
     NodeId v = kNoNode;
     if (!promote_candidate(id, &v)) continue;
     const int t = e.tier, up = t - 1;

@@ -41,6 +41,8 @@ constexpr uint8_t kFlagReleased = 4;       // the engine released it (cached, ev
 constexpr uint8_t kFlagAdmitting = 8;      // an admission is placing it (the lock may be released)
 constexpr uint8_t kFlagHeld = 16;          // move()/promote_sync are making room for it with the lock
                                            // released: no victim, not moved; the engine's pins are its own
+constexpr uint8_t kFlagUnindexed = 32;     // resident, but out of its tier's policy index while a burst's
+                                           // room is made (batch_room.cpp): accesses update its state only
 
 struct TierRt {
   std::string name;

@@ -180,7 +180,7 @@ std::string Runtime::validate() const {
       return;
     }
     ++per_tier[e.tier];
-    if (e.flags & kFlagMoving) ++moving[e.tier];
+    if (e.flags & (kFlagMoving | kFlagUnindexed)) ++moving[e.tier];  // out of the index meanwhile
     if (!m.tiers[e.tier].pool->is_allocated(e.slot))
       err += "block " + e.key.hex() + " holds slot " + std::to_string(e.slot) + " that its pool says is free; ";
     (void)id;
