@@ -19,6 +19,7 @@ BlockPool::BlockPool(TierBackend &backend, const BlockPoolConfig &config)
       block_bytes_(config.block_bytes),
       budget_bytes_(config.budget_bytes),
       blocks_per_extent_(config.blocks_per_extent),
+      extent_of_(config.blocks_per_extent),
       max_slots_(0) {
   const std::string who = "block pool '" + name_ + "'";
   if (block_bytes_ == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, who, ": block_bytes is 0");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/assert.hpp"
+#include "core/fast_div.hpp"
 #include "memory/backend.hpp"
 
 #include <cxltier/cxltier.h>
@@ -69,9 +70,10 @@ public:
   // Where slot's bytes are: O(1), extent table lookup. nullptr on the null backend. The slot
   // must be mapped (contains()); allocation state is not checked.
   void *address(SlotId slot) const noexcept {
-    const Extent &e = extents_[slot / blocks_per_extent_];
+    const uint32_t x = extent_of_.quotient(slot);
+    const Extent &e = extents_[x];
     if (e.base == nullptr) return nullptr;
-    return e.base + static_cast<size_t>(slot % blocks_per_extent_) * block_bytes_;
+    return e.base + static_cast<size_t>(slot - x * blocks_per_extent_) * block_bytes_;
   }
   bool contains(SlotId slot) const noexcept { return slot < mapped_; }
   bool is_allocated(SlotId slot) const noexcept { return slot < mapped_ && in_use_[slot] != 0; }
@@ -119,6 +121,7 @@ private:
   uint64_t block_bytes_;
   uint64_t budget_bytes_;
   uint32_t blocks_per_extent_;
+  FastDivU32 extent_of_;  // slot -> extent, without a divide (address() is on every lookup)
   uint32_t max_slots_;
   uint32_t mapped_ = 0;
   // Plain arrays rather than vectors: the hot path is a load, two stores and a counter, with

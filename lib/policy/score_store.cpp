@@ -66,17 +66,6 @@ void ScoreStore::index_insert(NodeId id) noexcept {
   table_[i] = Slot{id, tag(k)};
 }
 
-NodeId ScoreStore::find(const Key &key) const noexcept {
-  const uint32_t t = tag(key);
-  size_t i = home(key);
-  while (true) {
-    const Slot &s = table_[i];
-    if (s.id == kNoNode) return kNoNode;
-    if (s.tag == t && entries_[s.id].key == key) return s.id;
-    i = (i + 1) & mask_;
-  }
-}
-
 void ScoreStore::index_erase(NodeId id) noexcept {
   size_t i = home(entries_[id].key);
   while (table_[i].id != id) {

@@ -64,7 +64,17 @@ class ScoreStore {
 public:
   explicit ScoreStore(const StoreOptions &opt);
 
-  NodeId find(const Key &key) const noexcept;
+  // Inline: the batch calls look up hundreds of keys a call.
+  NodeId find(const Key &key) const noexcept {
+    const uint32_t t = tag(key);
+    size_t i = home(key);
+    while (true) {
+      const Slot &s = table_[i];
+      if (s.id == kNoNode) return kNoNode;
+      if (s.tag == t && entries_[s.id].key == key) return s.id;
+      i = (i + 1) & mask_;
+    }
+  }
   // Insert a fresh (zero) state for a key that is not present. When the store is full, the
   // non-resident state that matters least is forgotten first and its NodeId reused; *forgotten
   // is that id (kNoNode if none), so the caller can tell the policies. Throws

@@ -17,20 +17,6 @@ namespace {
 }
 }  // namespace
 
-uint64_t Runtime::Impl::handle_of(NodeId id) const noexcept {
-  return (static_cast<uint64_t>((*store)[id].generation) << 32) | id;
-}
-
-Block Runtime::Impl::block_of(NodeId id) const noexcept {
-  const StoreEntry &e = (*store)[id];
-  Block b;
-  b.tier = e.tier;
-  b.bytes = block_bytes;
-  b.handle = handle_of(id);
-  b.data = e.tier >= 0 ? tiers[e.tier].pool->address(e.slot) : nullptr;
-  return b;
-}
-
 void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   StoreEntry &e = (*store)[id];
   uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;

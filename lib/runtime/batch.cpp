@@ -194,16 +194,23 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   size_t matched = 0;
-  while (true) {
-    // The resident prefix; with a pin, wait while a block of it is being admitted or moved
-    // (a pin is taken where the block lands), then pin all of it without releasing the lock.
+  if (!pin) {  // one pass: each block's place is written as it is found
+    while (matched < n) {
+      const NodeId id = m.store->find(keys[matched]);
+      if (id == kNoNode || (*m.store)[id].tier < 0) break;
+      out[matched++] = m.block_of(id);
+    }
+  }
+  while (pin) {
+    // With a pin: the resident prefix, waiting while a block of it is being admitted or moved
+    // (a pin is taken where the block lands), then all of it pinned without releasing the lock.
     s.ids.clear();
     bool busy = false;
     for (size_t i = 0; i < n; ++i) {
       const NodeId id = m.store->find(keys[i]);
       if (id == kNoNode || (*m.store)[id].tier < 0) break;
       const StoreEntry &e = (*m.store)[id];
-      if (pin && (e.flags & (kFlagMoving | kFlagAdmitting))) {
+      if (e.flags & (kFlagMoving | kFlagAdmitting)) {
         busy = true;
         break;
       }
@@ -212,8 +219,8 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
     if (!busy) break;
     m.moved_cv.wait(lk);
   }
-  matched = s.ids.size();
   if (pin) {
+    matched = s.ids.size();
     for (size_t i = 0; i < matched; ++i) {
       StoreEntry &e = (*m.store)[s.ids[i]];
       if (e.pins == 0xffff) {  // (a key given twice counts twice) undo this call's pins
@@ -227,8 +234,8 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
       StoreEntry &e = (*m.store)[s.ids[i]];
       e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
     }
+    for (size_t i = 0; i < matched; ++i) out[i] = m.block_of(s.ids[i]);
   }
-  for (size_t i = 0; i < matched; ++i) out[i] = m.block_of(s.ids[i]);
   if (!fetch || !m.remote || matched == n) return matched;
   // The remote tier: each following block it holds is admitted and filled from it; the first
   // it does not hold ends the prefix (its trial slot is freed again; it counts as a miss).

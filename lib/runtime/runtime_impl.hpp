@@ -149,8 +149,18 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
 
   // --- access.cpp
-  Block block_of(NodeId id) const noexcept;
-  uint64_t handle_of(NodeId id) const noexcept;
+  // Inline: the batch calls build one per key, and a call returning the Block through memory
+  // cost a store-forwarding stall per key when the caller copied it out.
+  uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].generation) << 32) | id; }
+  Block block_of(NodeId id) const noexcept {
+    const StoreEntry &e = (*store)[id];
+    Block b;
+    b.tier = e.tier;
+    b.bytes = block_bytes;
+    b.handle = (static_cast<uint64_t>(e.generation) << 32) | id;
+    b.data = e.tier >= 0 ? tiers[e.tier].pool->address(e.slot) : nullptr;
+    return b;
+  }
   void note_access(NodeId id, float attention) noexcept;
 
   // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).

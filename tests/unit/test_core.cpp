@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Keys, geometry and the unit parsers.
+#include "core/fast_div.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
 #include <cxltier/tools/units.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <set>
 
 using namespace cxltier;
@@ -90,4 +94,23 @@ TEST(Units, NumbersAndLists) {
   EXPECT_EQ(parse_u64("18446744073709551615", "n"), 18446744073709551615ull);
   EXPECT_THROW(parse_u64("18446744073709551616", "n"), Error);
   EXPECT_EQ(parse_i64("-5", "n"), -5);
+}
+
+// FastDivU32 (lib/core/fast_div.hpp) against the hardware divide: every divisor up to 4,096
+// with the edges of the 32-bit range and random numerators, and random divisors.
+TEST(FastDiv, QuotientIsTheDivideOnEdgesAndRandomValues) {
+  std::mt19937_64 rng(7);
+  auto check = [&](uint32_t d) {
+    const cxltier::FastDivU32 f(d);
+    const uint32_t edges[] = {0u, 1u, d - 1, d, d + 1, 2 * d - 1, UINT32_MAX - 1, UINT32_MAX, UINT32_MAX / d * d,
+                              UINT32_MAX / d * d - 1};
+    for (uint32_t n : edges) ASSERT_EQ(f.quotient(n), n / d) << n << " / " << d;
+    for (int i = 0; i < 64; ++i) {
+      const uint32_t n = static_cast<uint32_t>(rng());
+      ASSERT_EQ(f.quotient(n), n / d) << n << " / " << d;
+    }
+  };
+  for (uint32_t d = 1; d <= 4096; ++d) check(d);
+  for (int i = 0; i < 20000; ++i) check(1 + static_cast<uint32_t>(rng() % UINT32_MAX));
+  check(UINT32_MAX);
 }
