@@ -165,10 +165,7 @@ void BM_AccessHandlesThreads(benchmark::State &state) {
   int cpu = 0;
   if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
   const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)), &set);
-  sched_setaffinity(0, sizeof set, &set);
+  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
   Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
   const size_t k = r.batch, parts = static_cast<size_t>(state.threads());
   const size_t lo = k * static_cast<size_t>(state.thread_index()) / parts, hi = k * (static_cast<size_t>(state.thread_index()) + 1) / parts;

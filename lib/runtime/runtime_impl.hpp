@@ -10,8 +10,8 @@
 #pragma once
 
 #include "policy/eviction.hpp"
-#include "policy/score_store.hpp"
-#include "policy/store_file.hpp"
+#include "store/score_store.hpp"
+#include "store/store_file.hpp"
 #include "memory/copy.hpp"
 #include "memory/pool.hpp"
 #include "runtime/access_log.hpp"

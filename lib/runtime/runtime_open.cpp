@@ -4,7 +4,7 @@
 #include "memory/choose.hpp"
 #include "runtime/runtime_impl.hpp"
 
-#include "policy/store_file.hpp"
+#include "store/store_file.hpp"
 #include "runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>

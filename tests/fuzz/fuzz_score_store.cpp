@@ -8,7 +8,7 @@
 // then validate.
 #include "fuzz_util.hpp"
 
-#include "policy/score_store.hpp"
+#include "store/score_store.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -25,7 +25,7 @@ using namespace cxltier;
 
 namespace {
 
-// The format (lib/policy/score_store.cpp): 64-byte header with an XXH32 of bytes 0..59 at 60,
+// The format (lib/store/checkpoint.cpp): 64-byte header with an XXH32 of bytes 0..59 at 60,
 // 48-byte records in chunks of 4096 each followed by its XXH3-64, a 32-byte footer
 // ("CXLTEND1", count, XXH3-64 of everything before the footer, 0).
 constexpr size_t kHeader = 64, kRecord = 48, kChunk = 4096, kFooter = 32;

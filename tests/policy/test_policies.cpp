@@ -3,7 +3,7 @@
 // correct reference written here (lists, maps and full scans), on randomized reference
 // streams: the same victims, in the same order, and the same hit counts.
 #include "policy/eviction.hpp"
-#include "policy/score_store.hpp"
+#include "store/score_store.hpp"
 
 #include <gtest/gtest.h>
 

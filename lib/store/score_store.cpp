@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: Apache-2.0
+// The identity-keyed score store: open-addressing index, stable entry ids and the forget
+// order. Checkpoints (the file format, save and load) are in checkpoint.cpp.
+//
+// Forget order (when a bounded store is full): among states whose block is resident nowhere,
+// forget first the one that can least change a future decision:
+//   lrfu (touch mode): the lowest score (restoring it differs least from a fresh state);
+//   lrfu (decay mode): the lowest current score (score x (1-alpha)^idle steps, compared in the
+//                      log domain so that the order never changes as the clock advances);
+//   lfu: the fewest accesses;
+//   lru, fifo, arc, opt: the oldest last access;
+// then the older last access, then the smaller key. Exact (a heap over non-resident states),
+// not sampled.
+#include "store/score_store.hpp"
+
+#include "core/assert.hpp"
+
+#include <cxltier/error.hpp>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace cxltier {
+
+namespace {
+size_t next_pow2(size_t v) {
+  size_t p = 16;
+  while (p < v) p <<= 1;
+  return p;
+}
+}  // namespace
+
+ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
+  size_t initial = opt_.capacity ? static_cast<size_t>(opt_.capacity) : 1024;
+  if (opt_.capacity > (1ull << 31)) fail(CXLT_ERROR_CONFIG, "store.capacity = ", opt_.capacity, " is larger than 2^31 states");
+  entries_.reserve(initial);
+  in_use_.reserve(initial);
+  rehash(next_pow2(initial * 2));
+}
+
+void ScoreStore::rehash(size_t table_size) {
+  table_.assign(table_size, Slot{kNoNode, 0});
+  mask_ = table_size - 1;
+  for (NodeId id = 0; id < entries_.size(); ++id)
+    if (in_use_[id]) index_insert(id);
+}
+
+void ScoreStore::index_insert(NodeId id) noexcept {
+  const Key &k = entries_[id].key;
+  size_t i = home(k);
+  while (table_[i].id != kNoNode) i = (i + 1) & mask_;
+  table_[i] = Slot{id, tag(k)};
+}
+
+void ScoreStore::index_erase(NodeId id) noexcept {
+  size_t i = home(entries_[id].key);
+  while (table_[i].id != id) {
+    cxlt_assert(table_[i].id != kNoNode);
+    i = (i + 1) & mask_;
+  }
+  // Backward-shift deletion keeps linear probing tombstone-free.
+  size_t j = i;
+  while (true) {
+    j = (j + 1) & mask_;
+    if (table_[j].id == kNoNode) break;
+    size_t h = home(entries_[table_[j].id].key);
+    // Move j back to i unless its home lies cyclically in (i, j].
+    bool in_between = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
+    if (!in_between) {
+      table_[i] = table_[j];
+      i = j;
+    }
+  }
+  table_[i] = Slot{kNoNode, 0};
+}
+
+ScoreStore::ForgetKey ScoreStore::forget_key(const StoreEntry &e) const noexcept {
+  double v = 0;
+  switch (opt_.forget_by) {
+    case PolicyKind::lrfu:
+      if (opt_.lrfu.mode == ScoreMode::decay) {
+        // score * (1-alpha)^(now - t) orders like log(score) - t * log(1-alpha), for any now.
+        v = e.st.score > 0 ? std::log(e.st.score) - static_cast<double>(e.st.last_access) * std::log1p(-opt_.lrfu.alpha)
+                           : -std::numeric_limits<double>::infinity();
+        if (opt_.lrfu.alpha >= 1.0) v = e.st.score > 0 ? static_cast<double>(e.st.last_access) : -std::numeric_limits<double>::infinity();
+      } else {
+        v = e.st.score;
+      }
+      break;
+    case PolicyKind::lfu: v = static_cast<double>(e.st.accesses); break;
+    default: v = static_cast<double>(e.st.tick); break;
+  }
+  return ForgetKey{v, e.st.last_access, e.key};
+}
+
+void ScoreStore::fheap_sift_up(size_t i) noexcept {
+  NodeId id = fheap_[i];
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!(fkey_[id] < fkey_[fheap_[p]])) break;
+    fheap_[i] = fheap_[p];
+    fpos_[fheap_[i]] = static_cast<uint32_t>(i);
+    i = p;
+  }
+  fheap_[i] = id;
+  fpos_[id] = static_cast<uint32_t>(i);
+}
+
+void ScoreStore::fheap_sift_down(size_t i) noexcept {
+  NodeId id = fheap_[i];
+  const size_t n = fheap_.size();
+  while (true) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && fkey_[fheap_[c + 1]] < fkey_[fheap_[c]]) ++c;
+    if (!(fkey_[fheap_[c]] < fkey_[id])) break;
+    fheap_[i] = fheap_[c];
+    fpos_[fheap_[i]] = static_cast<uint32_t>(i);
+    i = c;
+  }
+  fheap_[i] = id;
+  fpos_[id] = static_cast<uint32_t>(i);
+}
+
+void ScoreStore::fheap_push(NodeId id) noexcept {
+  if (opt_.capacity == 0) return;  // unbounded: nothing is ever forgotten
+  fkey_[id] = forget_key(entries_[id]);
+  fheap_.push_back(id);
+  fheap_sift_up(fheap_.size() - 1);
+}
+
+void ScoreStore::fheap_remove(NodeId id) noexcept {
+  if (opt_.capacity == 0) return;
+  size_t i = fpos_[id];
+  cxlt_assert(i < fheap_.size() && fheap_[i] == id);
+  NodeId last = fheap_.back();
+  fheap_.pop_back();
+  if (last == id) return;
+  fheap_[i] = last;
+  fpos_[last] = static_cast<uint32_t>(i);
+  fheap_sift_down(i);
+  fheap_sift_up(fpos_[last]);
+}
+
+void ScoreStore::set_resident(NodeId id, bool resident) noexcept {
+  StoreEntry &e = entries_[id];
+  const bool was = e.tier >= 0;
+  (void)was;
+  // The caller sets e.tier; we only track membership in the forget heap.
+  if (resident) {
+    if (opt_.capacity && fpos_[id] != 0xffffffffu) {
+      fheap_remove(id);
+      fpos_[id] = 0xffffffffu;
+    }
+  } else {
+    if (opt_.capacity && fpos_[id] == 0xffffffffu) fheap_push(id);
+  }
+}
+
+NodeId ScoreStore::allocate_id() {
+  if (!free_ids_.empty()) {
+    NodeId id = free_ids_.back();
+    free_ids_.pop_back();
+    return id;
+  }
+  if (entries_.size() >= 0xfffffff0u) fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store: more than 2^32 states");
+  entries_.emplace_back();
+  in_use_.push_back(0);
+  if (opt_.capacity) {
+    fkey_.emplace_back();
+    fpos_.push_back(0xffffffffu);
+  }
+  return static_cast<NodeId>(entries_.size() - 1);
+}
+
+NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {
+  if (forgotten) *forgotten = kNoNode;
+  cxlt_assert_internal(find(key) == kNoNode);
+  NodeId id;
+  if (opt_.capacity && size_ >= opt_.capacity) {
+    if (fheap_.empty())
+      fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store is full (", opt_.capacity,
+           " states) and every state belongs to a resident block; raise store.capacity");
+    id = fheap_.front();
+    fheap_remove(id);
+    fpos_[id] = 0xffffffffu;
+    index_erase(id);
+    ++forgotten_total_;
+    if (forgotten) *forgotten = id;
+    uint32_t gen = entries_[id].generation + 1;
+    entries_[id] = StoreEntry{};
+    entries_[id].generation = gen;
+  } else {
+    if (!opt_.capacity && (size_ + 1) * 2 > table_.size()) rehash(table_.size() * 2);
+    id = allocate_id();
+    uint32_t gen = entries_[id].generation + 1;
+    entries_[id] = StoreEntry{};
+    entries_[id].generation = gen;
+    in_use_[id] = 1;
+    ++size_;
+  }
+  entries_[id].key = key;
+  index_insert(id);
+  // A fresh state is non-resident until the runtime places it.
+  if (opt_.capacity) fheap_push(id);
+  return id;
+}
+
+void ScoreStore::erase(NodeId id) noexcept {
+  cxlt_assert(valid(id) && entries_[id].tier < 0);
+  if (opt_.capacity && fpos_[id] != 0xffffffffu) {
+    fheap_remove(id);
+    fpos_[id] = 0xffffffffu;
+  }
+  index_erase(id);
+  in_use_[id] = 0;
+  ++entries_[id].generation;
+  free_ids_.push_back(id);
+  --size_;
+}
+
+std::string ScoreStore::validate(uint8_t resident_flags) const {
+  std::ostringstream err;
+  size_t n = 0, nonres = 0;
+  for (NodeId id = 0; id < entries_.size(); ++id) {
+    if (!in_use_[id]) continue;
+    ++n;
+    if (find(entries_[id].key) != id) err << "id " << id << " not found by its key; ";
+    const bool resident = entries_[id].tier >= 0 || (entries_[id].flags & resident_flags) != 0;
+    if (!resident) ++nonres;
+    if (opt_.capacity) {
+      bool in_heap = fpos_[id] != 0xffffffffu;
+      if (in_heap == resident) err << "id " << id << " forget-heap membership wrong; ";
+    }
+  }
+  if (n != size_) err << "size " << size_ << " but " << n << " in use; ";
+  if (opt_.capacity) {
+    if (fheap_.size() != nonres) err << "forget heap holds " << fheap_.size() << ", non-resident " << nonres << "; ";
+    for (size_t i = 1; i < fheap_.size(); ++i)
+      if (fkey_[fheap_[i]] < fkey_[fheap_[(i - 1) / 2]]) err << "forget heap order violated at " << i << "; ";
+    if (size_ > opt_.capacity) err << "over capacity; ";
+  }
+  size_t slots = 0;
+  for (const Slot &s : table_)
+    if (s.id != kNoNode) ++slots;
+  if (slots != size_) err << "index holds " << slots << " ids for " << size_ << " states; ";
+  return err.str();
+}
+
+}  // namespace cxltier
