@@ -13,6 +13,7 @@
 
 #include "../common/cli.hpp"
 #include "../common/temp_dir.hpp"
+#include "../common/thrown.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
@@ -414,6 +415,51 @@ TEST_F(RemoteCluster, LiveReshardUnderLoad) {
 }
 
 // --- Bad values and a full server ----------------------------------------------------------
+
+// cxlt_prefix_lookup with CXLT_LOOKUP_FETCH (Runtime::prefix_lookup, fetch): a prompt whose
+// first blocks are resident here and whose next blocks only the cluster holds (written by
+// another runtime's remote tier) matches through both, each fetched block verified and pinned
+// with the rest; the first block the cluster lacks ends the prefix and leaves no slot behind.
+// Without the flag the match stops at the local blocks.
+TEST_F(RemoteCluster, PrefixLookupFetchExtendsThePrefixFromTheCluster) {
+  const std::string ns = unique_ns("prefix");
+  const size_t bytes = cxlt_test::small_geometry().bytes();
+  constexpr size_t kLocal = 4, kRemote = 8, kAll = kLocal + kRemote + 3;
+  std::vector<Key> keys;
+  for (size_t i = 0; i < kAll; ++i) keys.push_back(key_from_sequence(77, i));
+  {
+    std::vector<unsigned char> b(bytes);
+    auto tier = open_remote_tier(remote_config(ns, 2, 2, 2, true));
+    for (size_t i = kLocal; i < kLocal + kRemote; ++i) {
+      cxlt_test::fill_block(b.data(), bytes, keys[i], 3);
+      ASSERT_TRUE(tier->store(keys[i], b.data(), bytes));
+    }
+  }
+  auto rt = Runtime::open(remote_config(ns, 16, 16, 16, false));
+  for (size_t i = 0; i < kLocal; ++i) {
+    Block b = rt->admit(keys[i], nullptr, /*pin=*/true);
+    cxlt_test::fill_block(b.data, bytes, keys[i], 1);
+    rt->unpin(keys[i]);
+  }
+  std::vector<Block> out(kAll);
+  EXPECT_EQ(rt->prefix_lookup(keys.data(), kAll, /*pin=*/false, /*fetch=*/false, out.data()), kLocal);
+
+  const cxlt_stats_t before = rt->stats();
+  const size_t matched = rt->prefix_lookup(keys.data(), kAll, /*pin=*/true, /*fetch=*/true, out.data());
+  ASSERT_EQ(matched, kLocal + kRemote);
+  for (size_t i = 0; i < matched; ++i) {
+    uint64_t version = 0;
+    EXPECT_TRUE(cxlt_test::check_block(out[i].data, bytes, keys[i], &version)) << "block " << i;
+    EXPECT_EQ(version, i < kLocal ? 1u : 3u) << "block " << i;
+    EXPECT_EQ(cxlt_test::code_of([&] { rt->release(keys[i], true); }), CXLT_ERROR_BUSY) << "block " << i << " is pinned";
+  }
+  EXPECT_FALSE(rt->lookup(keys[kLocal + kRemote], nullptr)) << "the block the cluster lacks got no slot";
+  const cxlt_stats_t after = rt->stats();
+  EXPECT_EQ(after.misses - before.misses, 1u) << "only the block the cluster lacks is a miss";
+  EXPECT_EQ(json_remote(*rt, "hits"), kRemote);
+  rt->unpin_batch(keys.data(), matched);
+  EXPECT_EQ(rt->validate(), "");
+}
 
 TEST_F(RemoteCluster, CorruptValuesAreMisses) {
   const std::string ns = unique_ns("corrupt");
