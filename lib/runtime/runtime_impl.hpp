@@ -157,7 +157,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     Block b;
     b.tier = e.tier;
     b.bytes = block_bytes;
-    b.handle = (static_cast<uint64_t>(e.generation) << 32) | id;
+    b.handle = handle_of(id);
     b.data = e.tier >= 0 ? tiers[e.tier].pool->address(e.slot) : nullptr;
     return b;
   }
