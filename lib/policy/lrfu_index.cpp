@@ -7,6 +7,7 @@
 #include <cxltier/error.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -42,6 +43,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   edges_.resize(nbuckets_ + 1);
   for (unsigned b = 0; b < nbuckets_; ++b) edges_[b] = static_cast<double>(b) / static_cast<double>(nbuckets_);
   edges_[nbuckets_] = std::numeric_limits<double>::infinity();
+  refresh_bucket_hints();
   constexpr size_t kTable = 1u << 15;
   // The recency table runs to where 1 - exp(-beta d) is exactly 1.0 (lrfu_recency_decay says so
   // from kRecencySaturation / beta on) when that is within kMaxRecencyTable entries (beta >=
@@ -92,7 +94,7 @@ void LrfuIndex::plan_ids(size_t n) {
   live_.reserve(n);
 }
 
-unsigned LrfuIndex::bucket_of(double s) const noexcept {
+unsigned LrfuIndex::bucket_search(double s) const noexcept {
   // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
   // over B + 1 edges: log2(B) comparisons, each a conditional move rather than a branch
   // (scores are effectively random, so a branch would mispredict about every other step).
@@ -100,6 +102,51 @@ unsigned LrfuIndex::bucket_of(double s) const noexcept {
   if (!(s >= edges_[0])) return 0;
   const double *e = edges_.data();
   unsigned lo = 0, len = nbuckets_;  // the answer lies in [lo, lo + len)
+  while (len > 1) {
+    const unsigned half = len / 2;
+    lo = e[lo + half] <= s ? lo + half : lo;
+    len -= half;
+  }
+  return lo;
+}
+
+// The cell of a score: its exponent and top mantissa bits (the bit pattern of a non-negative
+// double orders as its value), so cells are narrow where scores crowd near 0. Scores below
+// 2^-(kCellExponents - 1) share cell 0; 1.0 and above share the last.
+unsigned LrfuIndex::cell_of(double s) noexcept {
+  constexpr uint64_t kFirst = uint64_t{1023 - (kCellExponents - 1)} << kCellMantissaBits;
+  const uint64_t top = std::bit_cast<uint64_t>(s) >> (52 - kCellMantissaBits);
+  if (top <= kFirst) return 0;
+  return static_cast<unsigned>(std::min<uint64_t>(top - kFirst, kCells - 1));
+}
+
+double LrfuIndex::cell_low(unsigned c) noexcept {
+  constexpr uint64_t kFirst = uint64_t{1023 - (kCellExponents - 1)} << kCellMantissaBits;
+  return c == 0 ? 0.0 : std::bit_cast<double>((kFirst + c) << (52 - kCellMantissaBits));
+}
+
+void LrfuIndex::refresh_bucket_hints() {
+  // One merge pass over cells and edges (both ascending): bucket_search(cell_low(c)) for all c.
+  bucket_hint_.resize(kCells);
+  unsigned b = 0;
+  for (unsigned c = 0; c < kCells; ++c) {
+    const double low = cell_low(c);
+    while (b + 1 < nbuckets_ && edges_[b + 1] <= low) ++b;
+    bucket_hint_[c] = static_cast<uint16_t>(b);
+  }
+}
+
+unsigned LrfuIndex::bucket_of(double s) const noexcept {
+  // The answer (the last edge <= s) lies between the buckets of the lowest scores of s's cell
+  // and of the next cell, since it is monotone in s: a binary search over that range, usually
+  // of one or two buckets, instead of over all B.
+  cxlt_assert_internal(s >= 0.0);
+  if (!(s >= edges_[0])) return 0;
+  const unsigned c = cell_of(s);
+  unsigned lo = bucket_hint_[c];
+  const unsigned hi = c + 1 < kCells ? bucket_hint_[c + 1] : nbuckets_ - 1;
+  const double *e = edges_.data();
+  unsigned len = hi - lo + 1;  // the answer lies in [lo, lo + len)
   while (len > 1) {
     const unsigned half = len / 2;
     lo = e[lo + half] <= s ? lo + half : lo;
@@ -187,19 +234,23 @@ void LrfuIndex::prefetch(NodeId id) const noexcept {
 
 void LrfuIndex::maybe_compact() {
   // Stale entries may outnumber live ones by a constant factor before an O(n) rebuild, so the
-  // rebuild costs O(1) amortized per update. Independently, when the live scores crowd into a
-  // few buckets (edges that no longer fit the score distribution), the edges move; at most
-  // once per max(4096, live/2) updates, so that too is O(1) amortized.
+  // rebuild costs O(1) amortized per update. The edges move when the live scores crowd into a
+  // few buckets (edges that no longer fit the score distribution), checked at every fourth
+  // such rebuild and once per max(4096, live/2) updates, so that too is O(1) amortized.
   ++ops_since_rebuild_;
   if (total_entries_ > 2 * live_.size() + 64) {
     ++rebuilds_since_edges_;
-    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4);
+    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4 && buckets_lopsided());
     return;
   }
-  if (nbuckets_ > 1 && (ops_since_rebuild_ & 4095) == 0 && ops_since_rebuild_ >= live_.size() / 2) {
-    uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.end());
-    if (fullest > 4 * live_.size() / nbuckets_ + 64) rebuild(true);
-  }
+  if (nbuckets_ > 1 && (ops_since_rebuild_ & 4095) == 0 && ops_since_rebuild_ >= live_.size() / 2 && buckets_lopsided())
+    rebuild(true);
+}
+
+// The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.
+bool LrfuIndex::buckets_lopsided() const noexcept {
+  const uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.end());
+  return fullest > 4 * live_.size() / nbuckets_ + 64;
 }
 
 void LrfuIndex::rebuild(bool move_edges) {
@@ -227,6 +278,7 @@ void LrfuIndex::rebuild(bool move_edges) {
     // the last used bucket runs to +inf.
     while (e.size() < nbuckets_ + 1) e.push_back(std::numeric_limits<double>::infinity());
     edges_ = std::move(e);
+    refresh_bucket_hints();
     rebuilds_since_edges_ = 0;
     ++stats_.edge_moves;
     (void)0;
@@ -407,11 +459,14 @@ std::string LrfuIndex::validate() const {
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
       if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
-      if (bucket_of(e.s) != b) err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
+      if (bucket_search(e.s) != b || bucket_of(e.s) != b)
+        err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
       ++live_count[b];
       ++found[e.id];
     }
   }
+  for (unsigned c = 0; c < kCells; ++c)
+    if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
   for (unsigned b = 0; b < nbuckets_; ++b)
     if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";

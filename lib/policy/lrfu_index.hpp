@@ -110,7 +110,15 @@ private:
     bool dominated_same_step;  // parent was a live, eligible block of the same step
   };
 
-  unsigned bucket_of(double s) const noexcept;
+  unsigned bucket_of(double s) const noexcept;      // through the cell hints below
+  unsigned bucket_search(double s) const noexcept;  // binary search over the edges: the reference
+  // Score cells for bucket_of: 64 mantissa steps in each of the 65 binades below 2 (scores
+  // under 2^-64 share the first cell); bucket_hint_[c] is the bucket of cell c's lowest score.
+  static constexpr unsigned kCellMantissaBits = 6, kCellExponents = 65;
+  static constexpr unsigned kCells = kCellExponents << kCellMantissaBits;
+  static unsigned cell_of(double s) noexcept;
+  static double cell_low(unsigned c) noexcept;
+  void refresh_bucket_hints();  // after every change of the edges
   double bucket_low(unsigned b) const noexcept { return edges_[b]; }
   // Move the bucket edges to quantiles of the live scores and rebuild every heap (O(n log n)
   // over a sample, O(n) for the rebuild); called from maybe_compact().
@@ -123,6 +131,7 @@ private:
   void push_candidate(const Candidate &c);
   Candidate pop_candidate() noexcept;
   void maybe_compact();
+  bool buckets_lopsided() const noexcept;
   NodeId search(uint64_t now, Eligible eligible) noexcept;
 
   LrfuParams params_;
@@ -136,6 +145,7 @@ private:
   // attention 1.0 every score is one of the levels 1-(1-alpha)^k).
   std::vector<double> min_score_;
   std::vector<double> edges_;      // nbuckets_ + 1 ascending lower edges; edges_[nbuckets_] = +inf
+  std::vector<uint16_t> bucket_hint_;  // kCells entries (8 KiB)
   uint64_t rebuilds_since_edges_ = 0;
   uint64_t ops_since_rebuild_ = 0;
   // f(d) = 1 - exp(-beta d) and (1-alpha)^d for small d, computed with the very expressions
