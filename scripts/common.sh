@@ -47,8 +47,8 @@ cxlt_ensure_packages() {
   fi
 }
 
-# cxlt_build [meson setup args...]: configure once, then build (ninja decides what changed).
-cxlt_build() {
+# cxlt_configure [meson setup args...]: configure $CXLT_BUILD once (later calls keep it).
+cxlt_configure() {
   cd "$CXLT_ROOT"
   if [ ! -f "$CXLT_BUILD/build.ninja" ]; then
     cxlt_log "configuring $CXLT_BUILD"
@@ -56,6 +56,11 @@ cxlt_build() {
       cat /tmp/cxltier-meson-setup.log >&2; return 1; }
     sed -n '/Configuration/,$p' /tmp/cxltier-meson-setup.log >&2 || true
   fi
+}
+
+# cxlt_build [meson setup args...]: configure once, then build (ninja decides what changed).
+cxlt_build() {
+  cxlt_configure "$@" || return 1
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
   ninja -C "$CXLT_BUILD" -j "$jobs" >/tmp/cxltier-ninja.log 2>&1 || { cat /tmp/cxltier-ninja.log >&2; return 1; }
