@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Access to resident blocks: the access batches, lookup, pin/unpin, release, explicit moves,
 // policy state, the decode clock and checkpoints. Admission is in admission.cpp.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -37,7 +37,7 @@
 //     torn, pinned blocks never move and budgets hold as before.
 // A synchronous runtime with promotions and more than one tier keeps the locked path: there
 // each access may promote at once (promote_sync), which needs M in the caller's thread.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
 

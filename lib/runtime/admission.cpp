@@ -3,11 +3,11 @@
 // (making room by cascading demotions and drops), the remote tier's fetch, and the replay's
 // reference. Access, pins and moves are in access.cpp; stats and the consistency check in
 // stats.cpp; opening in runtime_open.cpp; the migration protocol in migration.cpp.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

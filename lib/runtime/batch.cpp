@@ -9,11 +9,11 @@
 // of a later one's admission or moved away; those pins are undone before it returns. When a
 // placement fails after others succeeded (another thread took the room the check counted, a
 // backend failed), the blocks this call placed are freed again with their state as before.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -28,9 +28,9 @@
 // rest one block at a time, with the errors the single-block path gives. A failed copy is a
 // migration failure (the block stays where it was), an allocation the backend could not
 // supply too (allocate_for_move): the room was the runtime's choice here, not yet a need.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <algorithm>
 #include <vector>

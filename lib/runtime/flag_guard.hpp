@@ -6,7 +6,7 @@
 // out: the store may have grown, moving its entries, while the lock was released.
 #pragma once
 
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <utility>
 

@@ -30,9 +30,9 @@
 //     operation re-checks B (still resident, not moving, pins == 0) before step 1, or gives up.
 // So a resident block is always in exactly one tier as live data (the copy in d is not live
 // until the switch), and never in none.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Placement quality (placement.hpp, docs/runtime.md "Placement quality"): the inversions of
 // the tiers' order, counted exactly from a scan of every resident block.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <algorithm>
 #include <chrono>

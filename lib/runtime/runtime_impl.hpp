@@ -9,16 +9,16 @@
 // allocation-free in steady state, so the lock is held for well under a microsecond per block.
 #pragma once
 
-#include "policy/eviction.hpp"
-#include "store/score_store.hpp"
-#include "store/store_file.hpp"
-#include "memory/copy.hpp"
-#include "memory/pool.hpp"
-#include "runtime/access_log.hpp"
-#include "runtime/counters.hpp"
-#include "runtime/remote.hpp"
-#include "runtime/placement.hpp"
-#include "memory/backend.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/store/score_store.hpp"
+#include "lib/store/store_file.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/pool.hpp"
+#include "lib/runtime/access_log.hpp"
+#include "lib/runtime/counters.hpp"
+#include "lib/runtime/remote.hpp"
+#include "lib/runtime/placement.hpp"
+#include "lib/memory/backend.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/runtime.hpp>

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Opening and closing a runtime: the configured tiers resolved against the topology, one
 // backend, pool and policy index per tier, the score store (and its checkpoint), the threads.
-#include "memory/choose.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "lib/memory/choose.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 #include "lib/runtime/test_access.hpp"
 
-#include "store/store_file.hpp"
-#include "runtime/host_budget.hpp"
+#include "lib/store/store_file.hpp"
+#include "lib/runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

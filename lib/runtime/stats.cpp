@@ -2,7 +2,7 @@
 // What the runtime reports: the stats (C struct and JSON, from the counter lists of
 // counters.hpp), per-tier info, the copy method of each tier pair, and validate(), the
 // consistency check the tests run after every operation.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
 

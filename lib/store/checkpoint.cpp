@@ -2,9 +2,9 @@
 // The score store's checkpoints: the file format, writing one atomically (temporary file,
 // fsync, rename, directory fsync) and reading one back with every check made before anything
 // is replaced (score_store.hpp says what each call guarantees).
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -11,9 +11,9 @@
 //   lru, fifo, arc, opt: the oldest last access;
 // then the older last access, then the smaller key. Exact (a heap over non-resident states),
 // not sampled.
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

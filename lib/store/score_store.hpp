@@ -16,7 +16,7 @@
 // Not thread-safe: the runtime serialises access under its own lock.
 #pragma once
 
-#include "policy/eviction.hpp"
+#include "lib/policy/eviction.hpp"
 
 #include <cxltier/key.hpp>
 #include <cxltier/policy.hpp>

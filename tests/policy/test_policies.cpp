@@ -2,8 +2,8 @@
 // Every policy behind the EvictionPolicy contract against a tiny, independent, obviously
 // correct reference written here (lists, maps and full scans), on randomized reference
 // streams: the same victims, in the same order, and the same hit counts.
-#include "policy/eviction.hpp"
-#include "store/score_store.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <gtest/gtest.h>
 

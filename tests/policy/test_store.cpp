@@ -2,7 +2,7 @@
 // The score store: lookups, bounded forgetting in the documented order, checkpoints that
 // round-trip, refuse every kind of damage without changing the store, and survive a writer
 // killed at any moment.
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cxltier/error.hpp>
 
