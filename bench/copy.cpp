@@ -4,7 +4,7 @@
 // side, larger than the last-level cache), so the figures are memory bandwidth, not cache.
 // GB/s = 10^9 bytes copied per CPU second (bytes counted once), higher is better. The thread
 // is pinned (CXLT_BENCH_CPU, default 0).
-#include "memory/copy.hpp"
+#include "lib/memory/copy.hpp"
 #include "tools/bench_stats.hpp"
 
 #include <benchmark/benchmark.h>

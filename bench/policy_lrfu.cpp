@@ -6,7 +6,7 @@
 //    blocks, in a steady state of evict + admit + accesses (goal >= 100x at 1M).
 // Time per operation, lower is better; the ratio lines at the end are baseline / candidate.
 #include "bench_ratio.hpp"
-#include "policy/lrfu_index.hpp"
+#include "lib/policy/lrfu_index.hpp"
 
 #include <cxltier/key.hpp>
 #include <cxltier/policy.hpp>

@@ -5,8 +5,8 @@
 // Goal: the pool >= 100x faster than either baseline, median <= 100 ns.
 // The thread is pinned to one CPU (CXLT_BENCH_CPU, default 0) so runs are comparable.
 #include "bench_ratio.hpp"
-#include "memory/pool.hpp"
-#include "memory/backend.hpp"
+#include "lib/memory/pool.hpp"
+#include "lib/memory/backend.hpp"
 
 #include "cxlt_config.h"
 

@@ -2,7 +2,7 @@
 // Micro-benchmark: score-store lookup and insert at 10 M keys, against std::unordered_map of
 // the same keys and states. Time per operation, lower is better.
 #include "bench_ratio.hpp"
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cxltier/key.hpp>
 

@@ -4,7 +4,7 @@
 // pages, first touch that reports failure instead of raising SIGBUS, and page placement queries.
 #pragma once
 
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // tiers/registry.cpp calls them (it validates each once); each backend defines its own.
 #pragma once
 
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include "cxlt_config.h"
 

@@ -9,10 +9,10 @@
 #include "bench_stats.hpp"
 #include "commands.hpp"
 
-#include "core/secret_file.hpp"
-#include "remote/cluster.hpp"
-#include "remote/value.hpp"
-#include "runtime/remote.hpp"
+#include "lib/core/secret_file.hpp"
+#include "lib/runtime/remote.hpp"
+#include "tiers/remote/cluster.hpp"
+#include "tiers/remote/value.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>

@@ -3,7 +3,7 @@
 // (docs/traces.md), with a flag for every generator parameter and a progress line on stderr.
 #include "commands.hpp"
 
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/trace.hpp>

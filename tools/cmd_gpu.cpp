@@ -6,7 +6,7 @@
 // the per-layer gather/scatter rows (batched memcpy against the kernel). tools/gpu_bench.hpp
 // does the measuring; `cxltier bench` is meant to call the same function when GPUs exist.
 #include "commands.hpp"
-#include "topology/gpu.hpp"
+#include "lib/topology/gpu.hpp"
 #include "gpu_bench.hpp"
 
 #include <cxltier/error.hpp>

@@ -7,7 +7,7 @@
 #include "gnuplot.hpp"
 #include "replay_cli.hpp"
 
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/replay.hpp>

@@ -7,13 +7,13 @@
 // machine affects both. The bytes are checked after the last pass (host -> device -> host).
 #include "gpu_bench.hpp"
 
-#include "memory/backend.hpp"
+#include "lib/memory/backend.hpp"
 // The CUDA tier's driver loader, copy engine and kernels: the bench drives them as the cuda
 // backend does, to compare each path with the plain driver call of the same bytes.
-#include "cuda/copy_engine.hpp"
-#include "cuda/driver.hpp"
-#include "cuda/kv_kernels.hpp"
-#include "cuda/kv_layout.hpp"
+#include "tiers/cuda/copy_engine.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "tiers/cuda/kv_kernels.hpp"
+#include "tiers/cuda/kv_layout.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

@@ -15,7 +15,7 @@
 // result says why and has no rows.
 #pragma once
 
-#include "topology/gpu.hpp"
+#include "lib/topology/gpu.hpp"
 
 #include <cstdint>
 #include <functional>

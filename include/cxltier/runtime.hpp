@@ -21,7 +21,7 @@
 
 namespace cxltier {
 
-class FaultControl;  // tiers/faulty: fault injection for tests
+struct RuntimeTestAccess;  // the tests' way in (lib/runtime/test_access.hpp)
 
 struct Block {
   void *data = nullptr;  // nullptr on the null backend
@@ -110,8 +110,6 @@ public:
   std::string copy_method(size_t from, size_t to) const;
   const RuntimeConfig &config() const;
   const Topology &topology() const;
-  // The fault controller of a tier using the faulty backend (tests), or nullptr.
-  std::shared_ptr<FaultControl> faults(size_t rank) const;
   // Check every invariant: each block in exactly one tier or none, pool and index counts,
   // budgets. Returns "" when valid. Takes the lock; O(blocks).
   std::string validate() const;
@@ -119,6 +117,7 @@ public:
   struct Impl;
 
 private:
+  friend struct RuntimeTestAccess;
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -2,8 +2,8 @@
 // C ABI of the batch calls (cxltier.h, "Batch calls") over Runtime's admit_batch,
 // prefix_lookup, release_batch and unpin_batch. The C++ calls write into per-thread buffers
 // that keep their capacity, and the C outputs are written only on success.
-#include "capi/guard.hpp"
-#include "capi/runtime_handle.hpp"
+#include "lib/capi/guard.hpp"
+#include "lib/capi/runtime_handle.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/runtime.hpp>

@@ -3,8 +3,8 @@
 // TOML, destroy) over cxltier::RuntimeConfig. create applies the CXLT_* environment at once:
 // each key remembers its layer, so a file loaded later stays below the environment and
 // cxlt_config_set stays above it, and cxlt_config_dump shows what the runtime will use.
-#include "capi/config_handle.hpp"
-#include "capi/guard.hpp"
+#include "lib/capi/config_handle.hpp"
+#include "lib/capi/guard.hpp"
 
 #include <cxltier/cxltier.h>
 

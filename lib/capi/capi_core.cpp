@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: version, results, last error, keys, geometry, tier kinds.
-#include "capi/guard.hpp"
+#include "lib/capi/guard.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/key.hpp>

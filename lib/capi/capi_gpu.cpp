@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // C ABI: cxlt_gpu_count and cxlt_gpu_info, the same in every build (discovery answers "not
 // available" when the build has no CUDA tier or the machine no driver).
-#include "capi/guard.hpp"
-#include "topology/gpu.hpp"
+#include "lib/capi/guard.hpp"
+#include "lib/topology/gpu.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/error.hpp>

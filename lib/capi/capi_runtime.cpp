@@ -6,9 +6,9 @@
 // garbage) handle finds nothing and returns CXLT_ERROR_CLOSED instead of touching freed
 // memory. Each call holds a reference to the runtime for its duration; close removes the
 // token at once, and the runtime is torn down when the last call in flight returns.
-#include "capi/config_handle.hpp"
-#include "capi/guard.hpp"
-#include "capi/runtime_handle.hpp"
+#include "lib/capi/config_handle.hpp"
+#include "lib/capi/guard.hpp"
+#include "lib/capi/runtime_handle.hpp"
 
 #include <cxltier/cxltier.h>
 #include <cxltier/runtime.hpp>

@@ -3,7 +3,7 @@
 // environment variables (environment.cpp), to_toml() and keys(), so that they can never
 // disagree. Every change is made on a copy that replaces the configuration only on success.
 // This file: the names of the enums, the default tier names and budgets, set() and keys().
-#include "config/keys.hpp"
+#include "lib/config/keys.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // CXLT_* environment variables: each configuration key has one (CXLT_POLICY_ALPHA,
 // CXLT_TIERS_0_BUDGET); a variable that looks like one but is not is warned about, by name.
-#include "config/keys.hpp"
+#include "lib/config/keys.hpp"
 
 #include <algorithm>
 #include <cstdio>

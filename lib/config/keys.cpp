@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The key table (keys.hpp): every key's name, type, documentation, parser and printer, and the
 // lookup of a key by its name. Every value goes through the parsers of units.hpp.
-#include "config/keys.hpp"
+#include "lib/config/keys.hpp"
 
 #include <cxltier/tools/units.hpp>
 
-#include "memory/copy.hpp"
-#include "memory/tier_ops.hpp"
-#include "runtime/remote.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <algorithm>
 #include <charconv>

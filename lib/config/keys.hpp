@@ -7,8 +7,8 @@
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>
 
-#include "core/text.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/core/text.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include <cstdint>
 #include <span>

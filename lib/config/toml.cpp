@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The configuration as TOML: loading a file or a string through the key table (keys.hpp),
 // with every error naming the file, line and column, and to_toml(), the effective values.
-#include "config/keys.hpp"
+#include "lib/config/keys.hpp"
 
 #include <toml++/toml.h>
 

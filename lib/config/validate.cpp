@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // RuntimeConfig::validate(): the checks across keys (ranges, names and nodes unique per tier,
 // budgets that hold a block, a known backend), each naming the key and where it was set.
-#include "config/keys.hpp"
+#include "lib/config/keys.hpp"
 
 #include <cxltier/tools/units.hpp>
 
-#include "memory/copy.hpp"
-#include "memory/tier_ops.hpp"
-#include "runtime/remote.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The password file reader (secret_file.hpp).
-#include "core/secret_file.hpp"
+#include "lib/core/secret_file.hpp"
 
 #include <cxltier/error.hpp>
 

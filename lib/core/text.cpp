@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Small ASCII text helpers (text.hpp).
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -3,7 +3,7 @@
 #include <cxltier/tools/units.hpp>
 #include <cxltier/error.hpp>
 
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <cerrno>
 #include <charconv>

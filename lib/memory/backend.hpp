@@ -5,7 +5,7 @@
 // available for hot paths.
 #pragma once
 
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include <memory>
 #include <string>

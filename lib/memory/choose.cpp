@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // choose_backend(): the tier's backend from the registered backends' traits.
-#include "memory/choose.hpp"
+#include "lib/memory/choose.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -5,7 +5,7 @@
 // when the runtime also has a device-memory tier (so the device can DMA their blocks).
 #pragma once
 
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include <cstdint>
 #include <string>

@@ -9,9 +9,9 @@
 // a pure read and may run concurrently with other address() calls.
 #pragma once
 
-#include "core/assert.hpp"
-#include "core/fast_div.hpp"
-#include "memory/backend.hpp"
+#include "lib/core/assert.hpp"
+#include "lib/core/fast_div.hpp"
+#include "lib/memory/backend.hpp"
 
 #include <cxltier/cxltier.h>
 

@@ -2,7 +2,7 @@
 // The contract's validator (as UMF's memory provider checks in the core): checks each backend's
 // ops table once, fills optional ops with NOT_SUPPORTED defaults, and keeps the thread-local
 // backend error message. Which backends exist is tiers/registry.cpp's business.
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include <cxltier/error.hpp>
 

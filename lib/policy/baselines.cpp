@@ -7,11 +7,11 @@
 // (updates push a fresh entry and leave the old one stale), so that a block moved into a lower
 // tier with an old recency lands at its true place in that tier's order, not at the front. In
 // the common case (the touched block becomes the newest) a push costs O(1).
-#include "policy/eviction.hpp"
-#include "policy/lazy_heap.hpp"
-#include "policy/lrfu_index.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/policy/lazy_heap.hpp"
+#include "lib/policy/lrfu_index.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -3,7 +3,7 @@
 #include <cxltier/error.hpp>
 #include <cxltier/policy.hpp>
 
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The exact LRFU eviction index (see lrfu_index.hpp for the decision and why it is exact).
-#include "policy/lrfu_index.hpp"
+#include "lib/policy/lrfu_index.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -39,8 +39,8 @@
 // priority is within the bucket width of the victim's, typically a few dozen.
 #pragma once
 
-#include "policy/eviction.hpp"
-#include "policy/lazy_heap.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/policy/lazy_heap.hpp"
 
 #include <cstdint>
 #include <vector>

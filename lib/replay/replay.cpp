@@ -8,9 +8,9 @@
 #include <cxltier/runtime.hpp>
 #include <cxltier/tools/units.hpp>
 
-#include "core/text.hpp"
-#include "memory/choose.hpp"
-#include "replay/id_table.hpp"
+#include "lib/core/text.hpp"
+#include "lib/memory/choose.hpp"
+#include "lib/replay/id_table.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -5,7 +5,7 @@
 #include <cxltier/error.hpp>
 #include <cxltier/tools/replay.hpp>
 
-#include "core/text.hpp"
+#include "lib/core/text.hpp"
 
 #include <nlohmann/json.hpp>
 

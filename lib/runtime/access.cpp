@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Access to resident blocks: the access batches, lookup, pin/unpin, release, explicit moves,
 // policy state, the decode clock and checkpoints. Admission is in admission.cpp.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -24,14 +24,14 @@ void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   e.st.last_access = now;
   ++e.st.accesses;
   e.st.tick = ++tick;
-  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
-  TierRt &t = tiers[e.tier];
-  if ((e.flags & (kFlagMoving | kFlagUnindexed)) == 0) t.policy->access(id, e.st);
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
+  TierRt &t = tiers[e.res.tier];
+  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) t.policy->access(id, e.st);
   ++t.hits;
   ++accesses;
-  if (e.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.flags & kFlagPromoteQueued) == 0 &&
+  if (e.res.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.res.flags & kFlagPromoteQueued) == 0 &&
       promote_queue.size() < 65536) {
-    e.flags |= kFlagPromoteQueued;
+    e.res.flags |= kFlagPromoteQueued;
     promote_queue.push_back(id);
   }
 }
@@ -51,7 +51,7 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
     if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access: attention[", i, "] = ", attention[i], " is outside [0, 1]");
     NodeId id = m.store->find(keys[i]);
-    if (id == kNoNode || (*m.store)[id].tier < 0) not_found(keys[i], "access");
+    if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(keys[i], "access");
     m.scratch.push_back(id);
   }
   for (size_t i = 0; i < n; ++i) {
@@ -65,7 +65,7 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
     if (m.cfg.promotion != PromotionRule::never)
       for (size_t i = 0; i < n; ++i) {
         const NodeId id = m.store->find(keys[i]);
-        if (id != kNoNode && (*m.store)[id].tier >= 0) m.promote_sync(lk, id);
+        if (id != kNoNode && (*m.store)[id].res.tier >= 0) m.promote_sync(lk, id);
       }
   } else if (!m.promote_queue.empty()) {
     m.mover_cv.notify_one();
@@ -83,7 +83,7 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
     NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
     uint32_t gen = static_cast<uint32_t>(handles[i] >> 32);
-    if (!m.store->valid(id) || (*m.store)[id].generation != gen || (*m.store)[id].tier < 0)
+    if (!m.store->valid(id) || (*m.store)[id].res.generation != gen || (*m.store)[id].res.tier < 0)
       fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
            " is stale (its block was dropped or forgotten) or was never issued");
   }
@@ -93,7 +93,7 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
       for (size_t i = 0; i < n; ++i) {
         // Checked again: an earlier promote_sync may have released the lock.
         const NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
-        if (m.store->valid(id) && (*m.store)[id].generation == static_cast<uint32_t>(handles[i] >> 32))
+        if (m.store->valid(id) && (*m.store)[id].res.generation == static_cast<uint32_t>(handles[i] >> 32))
           m.promote_sync(lk, id);
       }
   } else if (!m.promote_queue.empty()) {
@@ -106,7 +106,7 @@ bool Runtime::lookup(const Key &key, Block *out) {
   std::lock_guard lk(m.mu);
   m.drain_accesses();
   NodeId id = m.store->find(key);
-  if (id == kNoNode || (*m.store)[id].tier < 0) return false;
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) return false;
   if (out) *out = m.block_of(id);
   return true;
 }
@@ -118,14 +118,14 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
   NodeId id = m.store->find(key);
-  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagUnindexed))) {
+  while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagUnindexed))) {
     m.moved_cv.wait(lk);
     id = m.store->find(key);
   }
-  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "move");
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "move");
   StoreEntry &e = (*m.store)[id];
-  if (e.tier == tier) return m.block_of(id);
-  if (e.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " is pinned");
+  if (e.res.tier == tier) return m.block_of(id);
+  if (e.res.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " is pinned");
   SlotId d = kInvalidSlot;
   cxlt_result_t r = m.tiers[tier].pool->allocate(&d);
   if (r == CXLT_ERROR_OUT_OF_TIER_MEMORY) {
@@ -137,9 +137,9 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
       m.make_room(lk, tier, Runtime::Impl::RoomFor::needed);
     }
     const StoreEntry &after = (*m.store)[id];
-    if (after.tier < 0 || (after.flags & kFlagMoving)) not_found(key, "move");
-    if (after.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " was pinned while room was made for it");
-    if (after.tier == tier) return m.block_of(id);
+    if (after.res.tier < 0 || (after.res.flags & kFlagMoving)) not_found(key, "move");
+    if (after.res.pins != 0) fail(CXLT_ERROR_BUSY, "move: block ", key.hex(), " was pinned while room was made for it");
+    if (after.res.tier == tier) return m.block_of(id);
     r = m.tiers[tier].pool->allocate(&d);
   }
   if (r != CXLT_OK)
@@ -164,15 +164,15 @@ Block Runtime::pin(const Key &key) {
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   NodeId id = m.store->find(key);
-  while (id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting))) {
+  while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting))) {
     m.moved_cv.wait(lk);  // protocol step 4: pins wait for a copy in flight, then pin where it landed
     id = m.store->find(key);
   }
-  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "pin");
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "pin");
   StoreEntry &e = (*m.store)[id];
-  if (e.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "pin: block ", key.hex(), " is pinned 65535 times already");
-  ++e.pins;
-  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+  if (e.res.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "pin: block ", key.hex(), " is pinned 65535 times already");
+  ++e.res.pins;
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
   return m.block_of(id);
 }
 
@@ -181,10 +181,10 @@ void Runtime::unpin(const Key &key) {
   std::lock_guard lk(m.mu);
   m.drain_accesses();
   NodeId id = m.store->find(key);
-  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "unpin");
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "unpin");
   StoreEntry &e = (*m.store)[id];
-  if (e.pins == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin: block ", key.hex(), " is not pinned");
-  --e.pins;
+  if (e.res.pins == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin: block ", key.hex(), " is not pinned");
+  --e.res.pins;
 }
 
 void Runtime::release(const Key &key, bool forget) {
@@ -192,16 +192,16 @@ void Runtime::release(const Key &key, bool forget) {
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   NodeId id = m.store->find(key);
-  while (forget && id != kNoNode && ((*m.store)[id].flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
+  while (forget && id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
     m.moved_cv.wait(lk);
     id = m.store->find(key);
   }
-  if (id == kNoNode || (*m.store)[id].tier < 0) not_found(key, "release");
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "release");
   StoreEntry &e = (*m.store)[id];
-  if (e.pins != 0) fail(CXLT_ERROR_BUSY, "release: block ", key.hex(), " is pinned (", e.pins, " pins)");
+  if (e.res.pins != 0) fail(CXLT_ERROR_BUSY, "release: block ", key.hex(), " is pinned (", e.res.pins, " pins)");
   if (!forget) {
-    if (e.flags & kFlagReleased) fail(CXLT_ERROR_INVALID_ARGUMENT, "release: block ", key.hex(), " was already released");
-    e.flags |= kFlagReleased;
+    if (e.res.flags & kFlagReleased) fail(CXLT_ERROR_INVALID_ARGUMENT, "release: block ", key.hex(), " was already released");
+    e.res.flags |= kFlagReleased;
     return;
   }
   m.unplace(id, EraseReason::released);
@@ -218,7 +218,7 @@ bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
     out->score = lrfu_effective_score(e.st.score, m.now >= e.st.last_access ? m.now - e.st.last_access : 0, m.cfg.lrfu);
     out->last_access_step = e.st.last_access;
     out->accesses = e.st.accesses;
-    out->tier = e.tier;
+    out->tier = e.res.tier;
   }
   return true;
 }

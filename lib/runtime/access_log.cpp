@@ -37,7 +37,7 @@
 //     torn, pinned blocks never move and budgets hold as before.
 // A synchronous runtime with promotions and more than one tier keeps the locked path: there
 // each access may promote at once (promote_sync), which needs M in the caller's thread.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -117,8 +117,8 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
   if (!store->valid(id)) return;
   StoreEntry &e = (*store)[id];
-  if (e.generation != generation) return;  // forgotten since, the id reused for another key
-  if (e.tier >= 0) {
+  if (e.res.generation != generation) return;  // forgotten since, the id reused for another key
+  if (e.res.tier >= 0) {
     note_access(id, attention);
     return;
   }
@@ -140,7 +140,7 @@ void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
     __builtin_prefetch(&e, 1);
     return;
   }
-  if (e.tier >= 0 && static_cast<size_t>(e.tier) < tiers.size()) tiers[e.tier].policy->prefetch(id);
+  if (e.res.tier >= 0 && static_cast<size_t>(e.res.tier) < tiers.size()) tiers[e.res.tier].policy->prefetch(id);
 }
 
 void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {

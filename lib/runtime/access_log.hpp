@@ -4,7 +4,7 @@
 // protocol that makes this exact is the numbered comment in access_log.cpp.
 #pragma once
 
-#include "policy/eviction.hpp"
+#include "lib/policy/eviction.hpp"
 
 #include <atomic>
 #include <cstddef>

@@ -3,11 +3,11 @@
 // (making room by cascading demotions and drops), the remote tier's fetch, and the replay's
 // reference. Access, pins and moves are in access.cpp; stats and the consistency check in
 // stats.cpp; opening in runtime_open.cpp; the migration protocol in migration.cpp.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -19,7 +19,7 @@ namespace cxltier {
 bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
   const Impl *self = static_cast<const Impl *>(ctx);
   const StoreEntry &e = (*self->store)[id];
-  return e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed)) == 0;
+  return e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed)) == 0;
 }
 
 void Runtime::Impl::ensure_policy_ids() {
@@ -62,11 +62,11 @@ void Runtime::Impl::restore_or_reset(NodeId id, bool *restored_out) {
 void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
   residency.ensure(static_cast<size_t>(id) + 1);  // done when the id was issued (ensure_policy_ids): a no-op
   StoreEntry &e = (*store)[id];
-  e.tier = static_cast<int8_t>(tier);
-  e.slot = slot;
-  e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+  e.res.tier = static_cast<int8_t>(tier);
+  e.res.slot = slot;
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
   store->set_resident(id, true);
-  residency.publish(id, e.generation, true);
+  residency.publish(id, e.res.generation, true);
   tiers[tier].policy->insert(id, e.key, e.st);
   ++tiers[tier].admissions;
 }
@@ -78,17 +78,17 @@ void Runtime::Impl::drop(NodeId id) {
 
 void Runtime::Impl::unplace(NodeId id, EraseReason why) {
   StoreEntry &e = (*store)[id];
-  cxlt_assert(e.tier >= 0 && e.pins == 0 && (e.flags & kFlagMoving) == 0);
-  TierRt &t = tiers[e.tier];
+  cxlt_assert(e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagMoving) == 0);
+  TierRt &t = tiers[e.res.tier];
   t.policy->erase(id, why);
-  cxlt_result_t r = t.pool->free(e.slot);
+  cxlt_result_t r = t.pool->free(e.res.slot);
   cxlt_assert(r == CXLT_OK);
   (void)r;
-  e.tier = -1;
-  e.slot = kInvalidSlot;
-  e.flags = static_cast<uint8_t>(e.flags & ~(kFlagReleased | kFlagPromoteQueued));
+  e.res.tier = -1;
+  e.res.slot = kInvalidSlot;
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~(kFlagReleased | kFlagPromoteQueued));
   store->set_resident(id, false);
-  residency.publish(id, e.generation, false);
+  residency.publish(id, e.res.generation, false);
 }
 
 // Free one slot in `tier` by demoting its victim one tier down (making room there first when
@@ -183,15 +183,15 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
 // the caller is told placed = true and fills it.
 bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
   StoreEntry &e = (*store)[id];
-  if (!remote || e.tier < 0 || tiers[e.tier].no_bytes) return false;
-  void *dst = tiers[e.tier].pool->address(e.slot);
+  if (!remote || e.res.tier < 0 || tiers[e.res.tier].no_bytes) return false;
+  void *dst = tiers[e.res.tier].pool->address(e.res.slot);
   if (dst == nullptr) return false;
   const Key key = e.key;
-  ++e.pins;
+  ++e.res.pins;
   lk.unlock();
   const bool ok = remote->fetch(key, dst, block_bytes);
   lk.lock();
-  --(*store)[id].pins;
+  --(*store)[id].res.pins;
   return ok;
 }
 
@@ -227,18 +227,18 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   while (true) {
     id = m.find_or_insert(key);
     const StoreEntry &w = (*m.store)[id];
-    if ((w.flags & kFlagAdmitting) || (pin && w.tier >= 0 && (w.flags & kFlagMoving))) {
+    if ((w.res.flags & kFlagAdmitting) || (pin && w.res.tier >= 0 && (w.res.flags & kFlagMoving))) {
       m.moved_cv.wait(lk);
       continue;
     }
     break;
   }
   StoreEntry &e = (*m.store)[id];
-  if (e.tier >= 0) {
+  if (e.res.tier >= 0) {
     if (pin) {
-      if (e.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit: block ", key.hex(), " is pinned 65535 times already");
-      ++e.pins;
-      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+      if (e.res.pins == 0xffff) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit: block ", key.hex(), " is pinned 65535 times already");
+      ++e.res.pins;
+      e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
     }
     return m.block_of(id);
   }
@@ -250,7 +250,7 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   // The remote tier: a verified copy fills the new slot and the admission is not a miss.
   const bool fetched = place_admitted(m, lk, id, UndoAdmission{m, id, before, restored});
   if (!fetched) ++m.misses;
-  if (pin) ++(*m.store)[id].pins;
+  if (pin) ++(*m.store)[id].res.pins;
   if (!m.cfg.synchronous) m.mover_cv.notify_one();
   if (placed) *placed = !fetched;
   return m.block_of(id);
@@ -264,13 +264,13 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   m.drain_accesses();
   ReferenceResult res;
   NodeId id = m.find_or_insert(key);
-  while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread places it with the lock released
+  while ((*m.store)[id].res.flags & kFlagAdmitting) {  // another thread places it with the lock released
     m.moved_cv.wait(lk);
     id = m.find_or_insert(key);
   }
   StoreEntry &e = (*m.store)[id];
-  if (e.tier >= 0) {
-    res.hit_tier = e.tier;
+  if (e.res.tier >= 0) {
+    res.hit_tier = e.res.tier;
     if (m.cfg.policy == PolicyKind::opt) {  // every tier's policy: it may be demoted into another
       m.opt_next[id] = next_use;
       for (TierRt &t : m.tiers) t.policy->set_next_use(id, next_use);
@@ -303,7 +303,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   // A failed placement undoes only the residency mark: the reference's state update and its
   // miss stay counted.
   auto unresident = [&m, id](StoreEntry &f) noexcept {
-    if (f.tier < 0) m.store->set_resident(id, false);
+    if (f.res.tier < 0) m.store->set_resident(id, false);
   };
   if (place_admitted(m, lk, id, unresident)) {  // the remote tier had it: not a miss after all
     --m.misses;

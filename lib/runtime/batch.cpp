@@ -9,11 +9,11 @@
 // of a later one's admission or moved away; those pins are undone before it returns. When a
 // placement fails after others succeeded (another thread took the room the check counted, a
 // backend failed), the blocks this call placed are freed again with their state as before.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "runtime/flag_guard.hpp"
+#include "lib/runtime/flag_guard.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -71,7 +71,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     bool busy = false;
     for (size_t i = 0; i < n && !busy; ++i) {
       const NodeId id = m.store->find(keys[i]);
-      busy = id != kNoNode && ((*m.store)[id].flags & kFlagAdmitting);
+      busy = id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting);
     }
     if (!busy) break;
     m.moved_cv.wait(lk);
@@ -86,21 +86,21 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     for (times = 1; i + times < s.sorted.size() && s.sorted[i + times] == k; ++times) {
     }
     const NodeId id = m.store->find(k);
-    if (id == kNoNode || (*m.store)[id].tier < 0) {
+    if (id == kNoNode || (*m.store)[id].res.tier < 0) {
       ++need;
       continue;
     }
     const StoreEntry &e = (*m.store)[id];
-    if (e.pins + times > 0xffff)  // each entry pins it once while the batch is placed
-      fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.pins, " times already");
-    if (e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
+    if (e.res.pins + times > 0xffff)  // each entry pins it once while the batch is placed
+      fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.res.pins, " times already");
+    if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
   }
   uint64_t free_slots = 0;
   for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
   if (need > free_slots) {
     uint64_t movable = 0;
     m.store->for_each([&](NodeId, const StoreEntry &e) {
-      if (e.tier >= 0 && e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0) ++movable;
+      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0) ++movable;
     });
     movable -= std::min(movable, batch_movable);
     if (need > free_slots + movable)
@@ -116,14 +116,14 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     for (size_t j = s.undo.size(); j-- > 0;) {
       const BatchScratch::Undo &u = s.undo[j];
       StoreEntry &f = (*m.store)[u.id];
-      --f.pins;
-      if (!u.fresh || f.pins != 0) continue;
-      --m.tiers[f.tier].admissions;
+      --f.res.pins;
+      if (!u.fresh || f.res.pins != 0) continue;
+      --m.tiers[f.res.tier].admissions;
       m.unplace(u.id, EraseReason::released);
       f.st = u.before;
       if (u.restored) --m.restored;
       if (u.counted_miss) --m.misses;
-      if (u.before.tick == 0 && f.flags == 0) m.store->erase(u.id);
+      if (u.before.tick == 0 && f.res.flags == 0) m.store->erase(u.id);
     }
     s.undo.clear();
     m.moved_cv.notify_all();
@@ -131,13 +131,13 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   try {
     for (size_t i = 0; i < n; ++i) {
       NodeId id = m.find_or_insert(keys[i]);
-      while ((*m.store)[id].flags & kFlagAdmitting) {  // another thread took it up meanwhile
+      while ((*m.store)[id].res.flags & kFlagAdmitting) {  // another thread took it up meanwhile
         m.moved_cv.wait(lk);
         id = m.find_or_insert(keys[i]);
       }
       StoreEntry &e = (*m.store)[id];
-      if (e.tier >= 0) {
-        ++e.pins;
+      if (e.res.tier >= 0) {
+        ++e.res.pins;
         s.undo.push_back({id, false, false, false, e.st});
         continue;
       }
@@ -148,7 +148,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       FlagGuard admitting(m, id, kFlagAdmitting, UndoAdmission{m, id, u.before, u.restored});
       m.store->set_resident(id, true);
       m.place(lk, id);
-      ++(*m.store)[id].pins;
+      ++(*m.store)[id].res.pins;
       s.undo.push_back(u);  // from here on the rollback frees it
       const bool fetched = m.fetch_remote(lk, id);
       if (!fetched) {
@@ -165,7 +165,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   if (pin) {
     auto moving = [&] {
       for (const BatchScratch::Undo &u : s.undo)
-        if ((*m.store)[u.id].flags & kFlagMoving) return true;
+        if ((*m.store)[u.id].res.flags & kFlagMoving) return true;
       return false;
     };
     m.moved_cv.wait(lk, [&] { return !moving(); });
@@ -174,9 +174,9 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     const NodeId id = s.undo[i].id;
     StoreEntry &e = (*m.store)[id];
     if (pin) {
-      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+      e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
     } else {
-      --e.pins;
+      --e.res.pins;
     }
     out[i] = m.block_of(id);
     if (placed) placed[i] = s.undo[i].counted_miss;
@@ -197,7 +197,7 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
   if (!pin) {  // one pass: each block's place is written as it is found
     while (matched < n) {
       const NodeId id = m.store->find(keys[matched]);
-      if (id == kNoNode || (*m.store)[id].tier < 0) break;
+      if (id == kNoNode || (*m.store)[id].res.tier < 0) break;
       out[matched++] = m.block_of(id);
     }
   }
@@ -208,9 +208,9 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
     bool busy = false;
     for (size_t i = 0; i < n; ++i) {
       const NodeId id = m.store->find(keys[i]);
-      if (id == kNoNode || (*m.store)[id].tier < 0) break;
+      if (id == kNoNode || (*m.store)[id].res.tier < 0) break;
       const StoreEntry &e = (*m.store)[id];
-      if (e.flags & (kFlagMoving | kFlagAdmitting)) {
+      if (e.res.flags & (kFlagMoving | kFlagAdmitting)) {
         busy = true;
         break;
       }
@@ -223,16 +223,16 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
     matched = s.ids.size();
     for (size_t i = 0; i < matched; ++i) {
       StoreEntry &e = (*m.store)[s.ids[i]];
-      if (e.pins == 0xffff) {  // (a key given twice counts twice) undo this call's pins
-        for (size_t j = 0; j < i; ++j) --(*m.store)[s.ids[j]].pins;
+      if (e.res.pins == 0xffff) {  // (a key given twice counts twice) undo this call's pins
+        for (size_t j = 0; j < i; ++j) --(*m.store)[s.ids[j]].res.pins;
         fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys[", i, "] = ", keys[i].hex(),
              " is pinned 65535 times already (nothing pinned)");
       }
-      ++e.pins;
+      ++e.res.pins;
     }
     for (size_t i = 0; i < matched; ++i) {
       StoreEntry &e = (*m.store)[s.ids[i]];
-      e.flags = static_cast<uint8_t>(e.flags & ~kFlagReleased);
+      e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
     }
     for (size_t i = 0; i < matched; ++i) out[i] = m.block_of(s.ids[i]);
   }
@@ -248,7 +248,7 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
       {
         std::unique_lock g(m.mu);
         const NodeId id = m.store->find(k);
-        if (id != kNoNode && (*m.store)[id].tier >= 0) break;  // admitted meanwhile by another thread: not ours
+        if (id != kNoNode && (*m.store)[id].res.tier >= 0) break;  // admitted meanwhile by another thread: not ours
       }
       Block b = admit(k, &placed_new, /*pin=*/true);
       fetched_one = !placed_new;
@@ -284,13 +284,13 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
     bool busy = false;
     for (size_t i = 0; i < n; ++i) {
       const NodeId id = m.store->find(keys[i]);
-      if (id == kNoNode || (*m.store)[id].tier < 0) not_resident("release_batch", i, keys[i]);
+      if (id == kNoNode || (*m.store)[id].res.tier < 0) not_resident("release_batch", i, keys[i]);
       const StoreEntry &e = (*m.store)[id];
-      if (e.pins != 0)
-        fail(CXLT_ERROR_BUSY, "release_batch: keys[", i, "] = ", keys[i].hex(), " is pinned (", e.pins, " pins; nothing released)");
-      if (!forget && (e.flags & kFlagReleased))
+      if (e.res.pins != 0)
+        fail(CXLT_ERROR_BUSY, "release_batch: keys[", i, "] = ", keys[i].hex(), " is pinned (", e.res.pins, " pins; nothing released)");
+      if (!forget && (e.res.flags & kFlagReleased))
         fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys[", i, "] = ", keys[i].hex(), " was already released (nothing released)");
-      if (forget && (e.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) busy = true;
+      if (forget && (e.res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) busy = true;
       s.ids.push_back(id);
     }
     if (!busy) break;
@@ -299,7 +299,7 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
   for (NodeId id : s.ids) {
     StoreEntry &e = (*m.store)[id];
     if (!forget) {
-      e.flags |= kFlagReleased;
+      e.res.flags |= kFlagReleased;
       continue;
     }
     m.unplace(id, EraseReason::released);
@@ -316,19 +316,19 @@ void Runtime::unpin_batch(const Key *keys, size_t n) {
   s.ids.clear();
   for (size_t i = 0; i < n; ++i) {
     const NodeId id = m.store->find(keys[i]);
-    if (id == kNoNode || (*m.store)[id].tier < 0) not_resident("unpin_batch", i, keys[i]);
+    if (id == kNoNode || (*m.store)[id].res.tier < 0) not_resident("unpin_batch", i, keys[i]);
     s.ids.push_back(id);
   }
   // Pins nest: a key may appear as often as it is pinned. Take them off, and put them back if
   // one runs out.
   for (size_t i = 0; i < n; ++i) {
     StoreEntry &e = (*m.store)[s.ids[i]];
-    if (e.pins == 0) {
-      for (size_t j = 0; j < i; ++j) ++(*m.store)[s.ids[j]].pins;
+    if (e.res.pins == 0) {
+      for (size_t j = 0; j < i; ++j) ++(*m.store)[s.ids[j]].res.pins;
       fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin_batch: keys[", i, "] = ", keys[i].hex(),
            " is not pinned (or fewer times than it appears; nothing unpinned)");
     }
-    --e.pins;
+    --e.res.pins;
   }
 }
 

@@ -28,9 +28,9 @@
 // rest one block at a time, with the errors the single-block path gives. A failed copy is a
 // migration failure (the block stays where it was), an allocation the backend could not
 // supply too (allocate_for_move): the room was the runtime's choice here, not yet a need.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -78,8 +78,8 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
   const auto unhold = [this](NodeId &id) {
     if (id == kNoNode) return;
     StoreEntry &e = (*store)[id];
-    if (e.flags & kFlagUnindexed) tiers[e.tier].policy->insert(id, e.key, e.st);
-    e.flags = static_cast<uint8_t>(e.flags & ~(kFlagHeld | kFlagUnindexed));
+    if (e.res.flags & kFlagUnindexed) tiers[e.res.tier].policy->insert(id, e.key, e.st);
+    e.res.flags = static_cast<uint8_t>(e.res.flags & ~(kFlagHeld | kFlagUnindexed));
     id = kNoNode;
   };
   struct Undo {
@@ -101,8 +101,8 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
     const NodeId id = store->find(keys[i]);
     if (id == kNoNode) continue;
     StoreEntry &e = (*store)[id];
-    if (e.tier >= 0 && (e.flags & kFlagHeld) == 0) {
-      e.flags |= kFlagHeld;
+    if (e.res.tier >= 0 && (e.res.flags & kFlagHeld) == 0) {
+      e.res.flags |= kFlagHeld;
       s.kept.push_back(id);
     }
   }
@@ -112,7 +112,7 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
     const NodeId v = tiers[t].policy->victim(now, eligible());
     if (v != kNoNode) {
       tiers[t].policy->erase(v, EraseReason::moved);
-      (*store)[v].flags |= kFlagHeld | kFlagUnindexed;
+      (*store)[v].res.flags |= kFlagHeld | kFlagUnindexed;
     }
     return v;
   };
@@ -134,7 +134,7 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
   };
   for (size_t i = 0; i < n; ++i) {
     const NodeId known = store->find(keys[i]);
-    if (known != kNoNode && (*store)[known].tier >= 0) continue;  // resident: needs no slot
+    if (known != kNoNode && (*store)[known].res.tier >= 0) continue;  // resident: needs no slot
     if (free_slots[0] > 0) {
       --free_slots[0];
       continue;
@@ -166,7 +166,7 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
     const NodeId v = slot;
     unhold(slot);
     StoreEntry &e = (*store)[v];
-    if (e.tier >= 0 && e.pins == 0 && (e.flags & (kFlagMoving | kFlagAdmitting)) == 0) policy_drop(lk, v, /*wait=*/true);
+    if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagAdmitting)) == 0) policy_drop(lk, v, /*wait=*/true);
   }
   // Step 3.
   std::string err;
@@ -176,21 +176,21 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
       const NodeId v = slot;
       unhold(slot);
       StoreEntry &e = (*store)[v];
-      if (e.tier != t || e.pins != 0 || (e.flags & (kFlagMoving | kFlagAdmitting)) != 0) continue;
+      if (e.res.tier != t || e.res.pins != 0 || (e.res.flags & (kFlagMoving | kFlagAdmitting)) != 0) continue;
       SlotId d = kInvalidSlot;
       if (allocate_for_move(t + 1, &d) != CXLT_OK) continue;
       if (workers.empty() || stopping) {
         move_now(lk, v, t + 1, d, &err);  // counted in migration_failures when it fails
         continue;
       }
-      s.wave.push_back({v, e.generation});
+      s.wave.push_back({v, e.res.generation});
       schedule_move(v, t + 1, d);
     }
     if (s.wave.empty()) continue;
     moved_cv.wait(lk, [&] {
       for (const RoomScratch::Moving &w : s.wave) {
         const StoreEntry &e = (*store)[w.id];
-        if (e.generation == w.generation && (e.flags & kFlagMoving)) return false;
+        if (e.res.generation == w.generation && (e.res.flags & kFlagMoving)) return false;
       }
       return true;
     });

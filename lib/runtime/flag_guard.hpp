@@ -6,7 +6,7 @@
 // out: the store may have grown, moving its entries, while the lock was released.
 #pragma once
 
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <utility>
 
@@ -26,11 +26,11 @@ struct UndoAdmission {
   PolicyState before;
   bool restored;
   void operator()(StoreEntry &f) const noexcept {
-    if (f.tier >= 0) return;
+    if (f.res.tier >= 0) return;
     f.st = before;
     if (restored) --m.restored;
     m.store->set_resident(id, false);
-    if (before.tick == 0 && f.pins == 0 && f.flags == 0) m.store->erase(id);
+    if (before.tick == 0 && f.res.pins == 0 && f.res.flags == 0) m.store->erase(id);
   }
 };
 
@@ -41,7 +41,7 @@ public:
   // the flag is cleared, then `undo` runs on the entry, then waiters are woken.
   FlagGuard(Runtime::Impl &m, NodeId id, uint8_t flag, Undo undo = {}) noexcept
       : m_(m), id_(id), flag_(flag), undo_(std::move(undo)) {
-    (*m_.store)[id_].flags |= flag_;
+    (*m_.store)[id_].res.flags |= flag_;
   }
   FlagGuard(const FlagGuard &) = delete;
   FlagGuard &operator=(const FlagGuard &) = delete;
@@ -60,7 +60,7 @@ public:
 private:
   StoreEntry &clear() noexcept {
     StoreEntry &e = (*m_.store)[id_];
-    e.flags = static_cast<uint8_t>(e.flags & ~flag_);
+    e.res.flags = static_cast<uint8_t>(e.res.flags & ~flag_);
     return e;
   }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tier budgets summed per host NUMA node and over the host (host_budget.hpp).
-#include "runtime/host_budget.hpp"
+#include "lib/runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

@@ -30,9 +30,9 @@
 //     operation re-checks B (still resident, not moving, pins == 0) before step 1, or gives up.
 // So a resident block is always in exactly one tier as live data (the copy in d is not live
 // until the switch), and never in none.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -55,15 +55,15 @@ uint64_t now_ns() {
 // Protocol step 1.
 MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
   StoreEntry &e = (*store)[id];
-  cxlt_assert(e.tier >= 0 && e.tier != dst && e.pins == 0 && (e.flags & kFlagMoving) == 0);
-  const int src = e.tier;
+  cxlt_assert(e.res.tier >= 0 && e.res.tier != dst && e.res.pins == 0 && (e.res.flags & kFlagMoving) == 0);
+  const int src = e.res.tier;
   tiers[src].policy->erase(id, dst > src ? EraseReason::evicted : EraseReason::moved);
-  e.flags |= kFlagMoving;
-  e.aux = dst_slot;
+  e.res.flags |= kFlagMoving;
+  e.res.aux = dst_slot;
   ++tiers[src].moving_out;
   ++in_flight;
   ++moves_begun;
-  return MoveJob{id, e.generation, src, e.slot, dst, dst_slot, tiers[src].pool->address(e.slot),
+  return MoveJob{id, e.res.generation, src, e.res.slot, dst, dst_slot, tiers[src].pool->address(e.res.slot),
                  tiers[dst].pool->address(dst_slot), kNoNode, 0};
 }
 
@@ -104,18 +104,18 @@ cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::s
 // Protocol step 3.
 void Runtime::Impl::finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled) {
   StoreEntry &e = (*store)[job.id];
-  cxlt_assert(e.generation == job.generation && (e.flags & kFlagMoving) && e.tier == job.src && e.slot == job.src_slot);
+  cxlt_assert(e.res.generation == job.generation && (e.res.flags & kFlagMoving) && e.res.tier == job.src && e.res.slot == job.src_slot);
   --tiers[job.src].moving_out;
   --in_flight;
-  e.flags = static_cast<uint8_t>(e.flags & ~kFlagMoving);
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagMoving);
   if (!ok) {
     tiers[job.dst].pool->free(job.dst_slot);
     tiers[job.src].policy->insert(job.id, e.key, e.st);
     if (!cancelled) ++failures;
   } else {
     tiers[job.src].pool->free(job.src_slot);
-    e.tier = static_cast<int8_t>(job.dst);
-    e.slot = job.dst_slot;
+    e.res.tier = static_cast<int8_t>(job.dst);
+    e.res.slot = job.dst_slot;
     tiers[job.dst].policy->insert(job.id, e.key, e.st);
     pair_bytes[job.src][job.dst] += block_bytes;
     ++pair_blocks[job.src][job.dst];
@@ -144,7 +144,7 @@ void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId pa
   MoveJob job = begin_move(id, dst, dst_slot);
   if (partner != kNoNode) {
     job.partner = partner;
-    job.partner_generation = (*store)[partner].generation;
+    job.partner_generation = (*store)[partner].res.generation;
     ++swap_in[dst];
   }
   if (tiers[job.src].no_bytes && tiers[job.dst].no_bytes) {
@@ -201,7 +201,7 @@ cxlt_result_t Runtime::Impl::allocate_for_move(int tier, SlotId *out) {
 // asks this; *upper_victim gets that tier's victim (kNoNode if it has none to offer).
 bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
   const StoreEntry &e = (*store)[id];
-  const int up = e.tier - 1;
+  const int up = e.res.tier - 1;
   NodeId v = tiers[up].policy->victim(now, eligible());
   *upper_victim = v;
   if (cfg.promotion == PromotionRule::always || v == kNoNode) return true;
@@ -226,8 +226,8 @@ bool Runtime::Impl::promote_candidate(NodeId id, NodeId *upper_victim) {
 // victim can go down into the block's tier.
 void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   StoreEntry &e = (*store)[id];
-  if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) return;
-  const int t = e.tier, up = t - 1;
+  if (e.res.tier <= 0 || e.res.pins != 0 || (e.res.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) return;
+  const int t = e.res.tier, up = t - 1;
   NodeId v = kNoNode;
   if (!promote_candidate(id, &v)) return;
   std::string err;
@@ -242,9 +242,9 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
     StoreEntry &ve = (*store)[v];
     tiers[up].policy->erase(v, EraseReason::evicted);
     tiers[t].policy->erase(id, EraseReason::moved);
-    std::swap(e.slot, ve.slot);
-    e.tier = static_cast<int8_t>(up);
-    ve.tier = static_cast<int8_t>(t);
+    std::swap(e.res.slot, ve.res.slot);
+    e.res.tier = static_cast<int8_t>(up);
+    ve.res.tier = static_cast<int8_t>(t);
     tiers[up].policy->insert(id, e.key, e.st);
     tiers[t].policy->insert(v, ve.key, ve.st);
     ++promotions;
@@ -257,9 +257,9 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   // down the chain, if it is full), then promote. The block is held meanwhile (kFlagHeld, not a
   // pin: the engine's pin count stays its own) so that making room cannot pick it, nor a mover
   // move it; a pin the engine takes meanwhile is seen below and stops the promotion.
-  (*store)[id].flags |= kFlagHeld;
+  (*store)[id].res.flags |= kFlagHeld;
   auto unhold = [&] {
-    (*store)[id].flags = static_cast<uint8_t>((*store)[id].flags & ~kFlagHeld);
+    (*store)[id].res.flags = static_cast<uint8_t>((*store)[id].res.flags & ~kFlagHeld);
     moved_cv.notify_all();  // release(forget) waits for a held block
   };
   bool ok = false;
@@ -270,7 +270,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
     }
     const StoreEntry &ve = (*store)[v];
     if (dv != kInvalidSlot) {
-      if (ve.tier == up && ve.pins == 0 && !(ve.flags & kFlagMoving)) {
+      if (ve.res.tier == up && ve.res.pins == 0 && !(ve.res.flags & kFlagMoving)) {
         ok = move_now(lk, v, t, dv, &err);
       } else {
         tiers[t].pool->free(dv);  // the victim went elsewhere while the lock was released
@@ -282,7 +282,7 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
   }
   unhold();
   const StoreEntry &after = (*store)[id];
-  if (ok && after.tier == t && after.pins == 0 && !(after.flags & kFlagMoving) &&
+  if (ok && after.res.tier == t && after.res.pins == 0 && !(after.res.flags & kFlagMoving) &&
       allocate_for_move(up, &d) == CXLT_OK)
     move_now(lk, id, up, d, &err);
 }
@@ -302,11 +302,11 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   for (size_t i = 0; i < n; ++i) {
     NodeId id = promote_queue[i];
     StoreEntry &e = (*store)[id];
-    e.flags = static_cast<uint8_t>(e.flags & ~kFlagPromoteQueued);
-    if (e.tier <= 0 || e.pins != 0 || (e.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) continue;
+    e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagPromoteQueued);
+    if (e.res.tier <= 0 || e.res.pins != 0 || (e.res.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed))) continue;
     NodeId v = kNoNode;
     if (!promote_candidate(id, &v)) continue;
-    const int t = e.tier, up = t - 1;
+    const int t = e.res.tier, up = t - 1;
     SlotId d = kInvalidSlot;
     const cxlt_result_t r = allocate_for_move(up, &d);
     if (r == CXLT_OK) {
@@ -316,7 +316,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
       SlotId dv = kInvalidSlot;
       if (allocate_for_move(t, &dv) == CXLT_OK) {
         schedule_move(v, t, dv);
-        e.flags |= kFlagPromoteQueued;
+        e.res.flags |= kFlagPromoteQueued;
         retry.push_back(id);
       }
     }
@@ -443,7 +443,7 @@ void Runtime::Impl::write_checkpoint_now(std::unique_lock<std::mutex> &lk) {
 // dropped without a write (counted in the remote `skipped` counter).
 void Runtime::Impl::policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, bool wait) {
   StoreEntry &e = (*store)[id];
-  if (!remote || tiers[e.tier].no_bytes) {
+  if (!remote || tiers[e.res.tier].no_bytes) {
     drop(id);
     return;
   }
@@ -475,30 +475,30 @@ void Runtime::Impl::policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, boo
 // Step W1.
 WriteOut Runtime::Impl::begin_writeout(NodeId id) {
   StoreEntry &e = (*store)[id];
-  cxlt_assert(e.tier >= 0 && e.pins == 0 && (e.flags & kFlagMoving) == 0);
-  tiers[e.tier].policy->erase(id, EraseReason::evicted);
-  e.flags |= kFlagMoving;
-  ++tiers[e.tier].moving_out;
+  cxlt_assert(e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagMoving) == 0);
+  tiers[e.res.tier].policy->erase(id, EraseReason::evicted);
+  e.res.flags |= kFlagMoving;
+  ++tiers[e.res.tier].moving_out;
   ++in_flight;
   ++moves_begun;
-  return WriteOut{id, e.generation, e.tier, e.slot, tiers[e.tier].pool->address(e.slot)};
+  return WriteOut{id, e.res.generation, e.res.tier, e.res.slot, tiers[e.res.tier].pool->address(e.res.slot)};
 }
 
 // Step W3.
 void Runtime::Impl::finish_writeout(const WriteOut &w, bool written) {
   (void)written;  // the remote client counts writes and failures
   StoreEntry &e = (*store)[w.id];
-  cxlt_assert(e.generation == w.generation && (e.flags & kFlagMoving) && e.tier == w.tier && e.slot == w.slot);
+  cxlt_assert(e.res.generation == w.generation && (e.res.flags & kFlagMoving) && e.res.tier == w.tier && e.res.slot == w.slot);
   --tiers[w.tier].moving_out;
   --in_flight;
   cxlt_result_t r = tiers[w.tier].pool->free(w.slot);
   cxlt_assert(r == CXLT_OK);
   (void)r;
-  e.tier = -1;
-  e.slot = kInvalidSlot;
-  e.flags = static_cast<uint8_t>(e.flags & ~(kFlagMoving | kFlagReleased | kFlagPromoteQueued));
+  e.res.tier = -1;
+  e.res.slot = kInvalidSlot;
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~(kFlagMoving | kFlagReleased | kFlagPromoteQueued));
   store->set_resident(w.id, false);
-  residency.publish(w.id, e.generation, false);
+  residency.publish(w.id, e.res.generation, false);
   ++drops;
   moved_cv.notify_all();
 }

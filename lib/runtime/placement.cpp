@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Placement quality (placement.hpp, docs/runtime.md "Placement quality"): the inversions of
 // the tiers' order, counted exactly from a scan of every resident block.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,7 @@ namespace {
 // A block the reconciliation (and the measure) may compare and move: resident, unpinned, not
 // moving, not held, not being admitted.
 bool movable(const StoreEntry &e) noexcept {
-  return e.tier >= 0 && e.pins == 0 && (e.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0;
+  return e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0;
 }
 // wait_idle gives up on the order settling after this many mover passes (about 2 s) past the
 // call: a safeguard, never reached by a workload that stops (each swap strictly improves the order).
@@ -44,7 +44,7 @@ PlacementMeasure Runtime::Impl::measure_placement() const {
   for (auto &v : by_tier) v.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
     if (!movable(e)) return;
-    by_tier[static_cast<size_t>(e.tier)].push_back(keep_value(id));
+    by_tier[static_cast<size_t>(e.res.tier)].push_back(keep_value(id));
   });
   PlacementMeasure m;
   for (auto &v : by_tier) {
@@ -100,7 +100,7 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   rank_high.resize(T);
   for (auto &v : rank_all) v.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
-    if (movable(e)) rank_all[static_cast<size_t>(e.tier)].push_back(Ranked{keep_value(id), id, e.generation});
+    if (movable(e)) rank_all[static_cast<size_t>(e.res.tier)].push_back(Ranked{keep_value(id), id, e.res.generation});
   });
   const auto lower = [](const Ranked &a, const Ranked &b) { return a.keep < b.keep || (a.keep == b.keep && a.id < b.id); };
   const auto higher = [](const Ranked &a, const Ranked &b) { return a.keep > b.keep || (a.keep == b.keep && a.id < b.id); };
@@ -115,7 +115,7 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   auto still = [&](const Ranked &r, int t) {
     if (!store->valid(r.id)) return false;
     const StoreEntry &e = (*store)[r.id];
-    return e.generation == r.generation && e.tier == t && movable(e);
+    return e.res.generation == r.generation && e.res.tier == t && movable(e);
   };
   // A tier takes one more block without a swap while that keeps it at or under its high
   // watermark (a synchronous runtime has no watermark pass: its whole budget).
@@ -172,7 +172,7 @@ void Runtime::Impl::finish_swap(const MoveJob &job, bool ok) {
   --swap_in[job.dst];
   if (!ok || stopping || !store->valid(job.partner)) return;
   const StoreEntry &e = (*store)[job.partner];
-  if (e.generation != job.partner_generation || e.tier != job.dst || !movable(e)) return;
+  if (e.res.generation != job.partner_generation || e.res.tier != job.dst || !movable(e)) return;
   SlotId d = kInvalidSlot;
   if (allocate_for_move(job.src, &d) != CXLT_OK) return;
   schedule_move(job.partner, job.src, d);

@@ -7,7 +7,7 @@
 // remote copy is a cache the engine (Redis) may evict at will.
 #pragma once
 
-#include "runtime/counters.hpp"
+#include "lib/runtime/counters.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/key.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The remote tier's namespace rules, on the core side that declares the tier (remote.hpp): the
 // configuration validates a namespace and the runtime derives one without the remote client.
-#include "runtime/remote.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <string>
 #include <string_view>

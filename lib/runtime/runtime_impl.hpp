@@ -9,16 +9,16 @@
 // allocation-free in steady state, so the lock is held for well under a microsecond per block.
 #pragma once
 
-#include "policy/eviction.hpp"
-#include "store/score_store.hpp"
-#include "store/store_file.hpp"
-#include "memory/copy.hpp"
-#include "memory/pool.hpp"
-#include "runtime/access_log.hpp"
-#include "runtime/counters.hpp"
-#include "runtime/remote.hpp"
-#include "runtime/placement.hpp"
-#include "memory/backend.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/store/score_store.hpp"
+#include "lib/store/store_file.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/pool.hpp"
+#include "lib/runtime/access_log.hpp"
+#include "lib/runtime/counters.hpp"
+#include "lib/runtime/remote.hpp"
+#include "lib/runtime/placement.hpp"
+#include "lib/memory/backend.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/runtime.hpp>
@@ -34,7 +34,7 @@
 
 namespace cxltier {
 
-// StoreEntry::flags bits.
+// Residency::flags bits.
 constexpr uint8_t kFlagMoving = 1;         // a copy to another tier is in flight
 constexpr uint8_t kFlagPromoteQueued = 2;  // in the promotion queue
 constexpr uint8_t kFlagReleased = 4;       // the engine released it (cached, evictable)
@@ -151,14 +151,14 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // --- access.cpp
   // Inline: the batch calls build one per key, and a call returning the Block through memory
   // cost a store-forwarding stall per key when the caller copied it out.
-  uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].generation) << 32) | id; }
+  uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].res.generation) << 32) | id; }
   Block block_of(NodeId id) const noexcept {
     const StoreEntry &e = (*store)[id];
     Block b;
-    b.tier = e.tier;
+    b.tier = e.res.tier;
     b.bytes = block_bytes;
     b.handle = handle_of(id);
-    b.data = e.tier >= 0 ? tiers[e.tier].pool->address(e.slot) : nullptr;
+    b.data = e.res.tier >= 0 ? tiers[e.res.tier].pool->address(e.res.slot) : nullptr;
     return b;
   }
   void note_access(NodeId id, float attention) noexcept;

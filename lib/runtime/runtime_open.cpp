@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Opening and closing a runtime: the configured tiers resolved against the topology, one
 // backend, pool and policy index per tier, the score store (and its checkpoint), the threads.
-#include "memory/choose.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "lib/memory/choose.hpp"
+#include "lib/runtime/runtime_impl.hpp"
+#include "lib/runtime/test_access.hpp"
 
-#include "store/store_file.hpp"
-#include "runtime/host_budget.hpp"
+#include "lib/store/store_file.hpp"
+#include "lib/runtime/host_budget.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>
@@ -318,9 +319,9 @@ Runtime::~Runtime() {
   }
 }
 
-std::shared_ptr<FaultControl> Runtime::faults(size_t rank) const {
-  if (rank >= impl_->tiers.size()) return nullptr;
-  const TierBackend &b = *impl_->tiers[rank].backend;
+std::shared_ptr<FaultControl> RuntimeTestAccess::faults(Runtime &rt, size_t rank) {
+  if (rank >= rt.impl_->tiers.size()) return nullptr;
+  const TierBackend &b = *rt.impl_->tiers[rank].backend;
   if (!(b.ops().traits & CXLT_TRAIT_INJECTS_FAULTS)) return nullptr;
   // A fault-injecting backend's control object is a FaultControl (the trait's contract).
   return std::static_pointer_cast<FaultControl>(b.control());

@@ -2,7 +2,7 @@
 // What the runtime reports: the stats (C struct and JSON, from the counter lists of
 // counters.hpp), per-tier info, the copy method of each tier pair, and validate(), the
 // consistency check the tests run after every operation.
-#include "runtime/runtime_impl.hpp"
+#include "lib/runtime/runtime_impl.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -167,22 +167,22 @@ std::string Runtime::validate() const {
   std::string err;
   std::vector<uint32_t> per_tier(m.tiers.size(), 0), moving(m.tiers.size(), 0);
   m.store->for_each([&](NodeId id, const StoreEntry &e) {
-    const uint64_t word = e.tier >= 0 ? (static_cast<uint64_t>(e.generation) << 1) | 1u : 0;
+    const uint64_t word = e.res.tier >= 0 ? (static_cast<uint64_t>(e.res.generation) << 1) | 1u : 0;
     if (m.residency.word(id) != word)
       err += "block " + e.key.hex() + " has residency word " + std::to_string(m.residency.word(id)) + ", expected " +
              std::to_string(word) + "; ";
-    if (e.tier < 0) {
-      if (e.pins) err += "block " + e.key.hex() + " is pinned but resident nowhere; ";
+    if (e.res.tier < 0) {
+      if (e.res.pins) err += "block " + e.key.hex() + " is pinned but resident nowhere; ";
       return;
     }
-    if (static_cast<size_t>(e.tier) >= m.tiers.size()) {
-      err += "block " + e.key.hex() + " has tier " + std::to_string(e.tier) + "; ";
+    if (static_cast<size_t>(e.res.tier) >= m.tiers.size()) {
+      err += "block " + e.key.hex() + " has tier " + std::to_string(e.res.tier) + "; ";
       return;
     }
-    ++per_tier[e.tier];
-    if (e.flags & (kFlagMoving | kFlagUnindexed)) ++moving[e.tier];  // out of the index meanwhile
-    if (!m.tiers[e.tier].pool->is_allocated(e.slot))
-      err += "block " + e.key.hex() + " holds slot " + std::to_string(e.slot) + " that its pool says is free; ";
+    ++per_tier[e.res.tier];
+    if (e.res.flags & (kFlagMoving | kFlagUnindexed)) ++moving[e.res.tier];  // out of the index meanwhile
+    if (!m.tiers[e.res.tier].pool->is_allocated(e.res.slot))
+      err += "block " + e.key.hex() + " holds slot " + std::to_string(e.res.slot) + " that its pool says is free; ";
     (void)id;
   });
   for (size_t t = 0; t < m.tiers.size(); ++t) {

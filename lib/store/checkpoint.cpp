@@ -2,9 +2,9 @@
 // The score store's checkpoints: the file format, writing one atomically (temporary file,
 // fsync, rename, directory fsync) and reading one back with every check made before anything
 // is replaced (score_store.hpp says what each call guarantees).
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -303,7 +303,7 @@ void ScoreStore::replace_with(const LoadedCheckpoint &cp) {
     fail(CXLT_ERROR_CONFIG, "score store checkpoint holds ", cp.states.size(), " states, more than store.capacity = ",
          opt_.capacity);
   for (NodeId id = 0; id < entries_.size(); ++id)
-    if (in_use_[id] && entries_[id].tier >= 0)
+    if (in_use_[id] && entries_[id].res.tier >= 0)
       fail(CXLT_ERROR_INVALID_ARGUMENT, "score store: cannot load a checkpoint while blocks are resident");
   // Build the new content first (may throw bad_alloc), then swap: all or nothing.
   ScoreStore fresh(opt_);
@@ -317,8 +317,8 @@ void ScoreStore::replace_with(const LoadedCheckpoint &cp) {
   }
   // Keep generations increasing across the swap so that old handles stay invalid.
   uint32_t gen_base = 0;
-  for (const StoreEntry &e : entries_) gen_base = std::max(gen_base, e.generation);
-  for (StoreEntry &e : fresh.entries_) e.generation += gen_base + 1;
+  for (const StoreEntry &e : entries_) gen_base = std::max(gen_base, e.res.generation);
+  for (StoreEntry &e : fresh.entries_) e.res.generation += gen_base + 1;
   *this = std::move(fresh);
 }
 

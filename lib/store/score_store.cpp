@@ -11,9 +11,9 @@
 //   lru, fifo, arc, opt: the oldest last access;
 // then the older last access, then the smaller key. Exact (a heap over non-resident states),
 // not sampled.
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
-#include "core/assert.hpp"
+#include "lib/core/assert.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -145,9 +145,9 @@ void ScoreStore::fheap_remove(NodeId id) noexcept {
 
 void ScoreStore::set_resident(NodeId id, bool resident) noexcept {
   StoreEntry &e = entries_[id];
-  const bool was = e.tier >= 0;
+  const bool was = e.res.tier >= 0;
   (void)was;
-  // The caller sets e.tier; we only track membership in the forget heap.
+  // The caller sets e.res.tier; we only track membership in the forget heap.
   if (resident) {
     if (opt_.capacity && fpos_[id] != 0xffffffffu) {
       fheap_remove(id);
@@ -188,15 +188,15 @@ NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {
     index_erase(id);
     ++forgotten_total_;
     if (forgotten) *forgotten = id;
-    uint32_t gen = entries_[id].generation + 1;
+    uint32_t gen = entries_[id].res.generation + 1;
     entries_[id] = StoreEntry{};
-    entries_[id].generation = gen;
+    entries_[id].res.generation = gen;
   } else {
     if (!opt_.capacity && (size_ + 1) * 2 > table_.size()) rehash(table_.size() * 2);
     id = allocate_id();
-    uint32_t gen = entries_[id].generation + 1;
+    uint32_t gen = entries_[id].res.generation + 1;
     entries_[id] = StoreEntry{};
-    entries_[id].generation = gen;
+    entries_[id].res.generation = gen;
     in_use_[id] = 1;
     ++size_;
   }
@@ -208,14 +208,14 @@ NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {
 }
 
 void ScoreStore::erase(NodeId id) noexcept {
-  cxlt_assert(valid(id) && entries_[id].tier < 0);
+  cxlt_assert(valid(id) && entries_[id].res.tier < 0);
   if (opt_.capacity && fpos_[id] != 0xffffffffu) {
     fheap_remove(id);
     fpos_[id] = 0xffffffffu;
   }
   index_erase(id);
   in_use_[id] = 0;
-  ++entries_[id].generation;
+  ++entries_[id].res.generation;
   free_ids_.push_back(id);
   --size_;
 }
@@ -227,7 +227,7 @@ std::string ScoreStore::validate(uint8_t resident_flags) const {
     if (!in_use_[id]) continue;
     ++n;
     if (find(entries_[id].key) != id) err << "id " << id << " not found by its key; ";
-    const bool resident = entries_[id].tier >= 0 || (entries_[id].flags & resident_flags) != 0;
+    const bool resident = entries_[id].res.tier >= 0 || (entries_[id].res.flags & resident_flags) != 0;
     if (!resident) ++nonres;
     if (opt_.capacity) {
       bool in_heap = fpos_[id] != 0xffffffffu;

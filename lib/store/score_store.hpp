@@ -16,11 +16,12 @@
 // Not thread-safe: the runtime serialises access under its own lock.
 #pragma once
 
-#include "policy/eviction.hpp"
+#include "lib/policy/eviction.hpp"
 
 #include <cxltier/key.hpp>
 #include <cxltier/policy.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,9 +29,9 @@
 
 namespace cxltier {
 
-struct StoreEntry {
-  Key key;
-  PolicyState st;
+// The runtime's half of an entry: where the block lives and who holds it. The policies read
+// only `key` and `st`; keeping these fields apart says so in the type.
+struct Residency {
   uint32_t slot = 0xffffffffu;  // the runtime's pool slot while resident
   uint32_t generation = 0;      // bumped whenever this NodeId is reused for another key
   int8_t tier = -1;             // tier rank while resident, -1 when resident nowhere
@@ -38,7 +39,15 @@ struct StoreEntry {
   uint16_t pins = 0;            // runtime pin count
   uint32_t aux = 0;             // runtime use (a migration's destination slot)
 };
+static_assert(sizeof(Residency) == 16);
+
+struct StoreEntry {
+  Key key;
+  PolicyState st;
+  Residency res;
+};
 static_assert(sizeof(StoreEntry) == 64, "one cache line per entry");
+static_assert(offsetof(StoreEntry, res) == 48, "the residency fields fill the line's last 16 bytes");
 
 struct StoreOptions {
   uint64_t capacity = 1u << 20;   // most states kept; 0: grow without bound

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Open-time checks and the exclusive lock of a score-store file (store_file.hpp).
-#include "store/store_file.hpp"
+#include "lib/store/store_file.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -3,9 +3,9 @@
 // docs/topology.md: (1) per node, gather facts and decide a kind by the first rule that applies;
 // (2) group nodes of one kind whose performance matches, whatever socket they sit on; (3) order
 // the tiers fastest first. The rules look only at what hwloc reports, never at file names.
-#include "topology/classify.hpp"
-#include "topology/hwloc_load.hpp"
-#include "core/text.hpp"
+#include "lib/topology/classify.hpp"
+#include "lib/topology/hwloc_load.hpp"
+#include "lib/core/text.hpp"
 
 #include <cxltier/tools/units.hpp>
 

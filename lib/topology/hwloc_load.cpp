@@ -2,7 +2,7 @@
 // Loading hwloc topologies on our own handle (live machine, XML file, XML buffer), with errors
 // that name the file and the reason. hwloc itself prints nothing about a bad XML file unless the
 // user set HWLOC_XML_VERBOSE, so our one-line error is the only output.
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/hwloc_load.hpp"
 
 #include <cxltier/error.hpp>
 

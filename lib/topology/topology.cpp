@@ -6,10 +6,10 @@
 #include <cxltier/tools/topology_text.hpp>
 #include <cxltier/tools/units.hpp>
 
-#include "topology/gpu.hpp"
-#include "topology/classify.hpp"
-#include "topology/hwloc_load.hpp"
-#include "core/text.hpp"
+#include "lib/topology/gpu.hpp"
+#include "lib/topology/classify.hpp"
+#include "lib/topology/hwloc_load.hpp"
+#include "lib/core/text.hpp"
 
 #include <nlohmann/json.hpp>
 #include <numa.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Byte sources (file, memory), a streaming gzip decoder over either, and the line splitter.
-#include "trace/input.hpp"
+#include "lib/trace/input.hpp"
 
 #include <cxltier/error.hpp>
 

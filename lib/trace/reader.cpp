@@ -6,9 +6,9 @@
 
 #include <cxltier/error.hpp>
 
-#include "core/text.hpp"
-#include "trace/input.hpp"
-#include "trace/json_scan.hpp"
+#include "lib/core/text.hpp"
+#include "lib/trace/input.hpp"
+#include "lib/trace/json_scan.hpp"
 
 #include <xxhash.h>
 

@@ -6,7 +6,7 @@
 
 #include <cxltier/error.hpp>
 
-#include "trace/prng.hpp"
+#include "lib/trace/prng.hpp"
 
 #include <zlib.h>
 

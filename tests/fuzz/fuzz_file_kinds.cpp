@@ -9,7 +9,7 @@
 // kMaxPasswordFileBytes long.
 #include "fuzz_util.hpp"
 
-#include "core/secret_file.hpp"
+#include "lib/core/secret_file.hpp"
 
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>

@@ -8,7 +8,7 @@
 // then validate.
 #include "fuzz_util.hpp"
 
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cxltier/error.hpp>
 

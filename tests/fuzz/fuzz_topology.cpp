@@ -6,8 +6,8 @@
 // be ranked in order and hold each NUMA node at most once.
 #include "fuzz_util.hpp"
 
-#include "topology/classify.hpp"
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/classify.hpp"
+#include "lib/topology/hwloc_load.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/topology.hpp>

@@ -2,7 +2,7 @@
 // Writes the score-store checkpoints that seed fuzz_score_store (tests/fuzz/seeds/score_store/,
 // committed; see the PROVENANCE.md there): an empty store, a few states, decay mode, and one
 // that spans two checksummed chunks. Usage: make_store_seeds DIR
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cstdio>
 #include <string>

@@ -4,7 +4,7 @@
 // the two CUDA backends' tables; a -Dcuda=disabled build compiles it without them. These
 // definitions close that link without changing the export list: like the real ones they have
 // hidden visibility (the probe is built with -fvisibility=hidden), so nm -D never shows them.
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 namespace cxltier {

@@ -4,12 +4,12 @@
 // host registration in chunks, a clean failure for an oversized allocation, the C ABI, and the
 // PyTorch allocator library. Every test skips, saying why, where no CUDA driver or GPU is
 // present (this machine, CI). Built only with the CUDA tier.
-#include "memory/backend.hpp"
-#include "cuda/driver.hpp"
-#include "topology/gpu.hpp"
-#include "cuda/kv_kernels.hpp"
-#include "cuda/kv_layout.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/memory/backend.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "lib/topology/gpu.hpp"
+#include "tiers/cuda/kv_kernels.hpp"
+#include "tiers/cuda/kv_layout.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #include "../runtime/runtime_test_util.hpp"
 

@@ -5,17 +5,17 @@
 // directory tree, GPU tiers placed in a topology, the per-layer copy plans run on host memory,
 // the chunked-registration planner and its threaded executor, the PyTorch allocator's range
 // carving and its library's exports. Runs in every build, on every machine.
-#include "memory/backend.hpp"
-#include "topology/gpu.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/topology/gpu.hpp"
 #include "tools/gpu_bench.hpp"
-#include "cuda/host_register.hpp"
-#include "cuda/kv_layout.hpp"
-#include "cuda/range_alloc.hpp"
-#include "memory/tier_ops.hpp"
+#include "tiers/cuda/host_register.hpp"
+#include "tiers/cuda/kv_layout.hpp"
+#include "tiers/cuda/range_alloc.hpp"
+#include "lib/memory/tier_ops.hpp"
 
 #if CXLT_HAVE_CUDA_BUILD
-#include "cuda/driver.hpp"
-#include "cuda/kv_kernels.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "tiers/cuda/kv_kernels.hpp"
 #endif
 
 #include <cxltier/config.hpp>

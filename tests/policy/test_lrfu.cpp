@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // LRFU formulas against the spec's worked example, and the exact eviction index against its
 // brute-force auditor on randomized workloads (>= 1,000,000 decisions, zero disagreements).
-#include "policy/lrfu_index.hpp"
+#include "lib/policy/lrfu_index.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/policy.hpp>

@@ -2,8 +2,8 @@
 // Every policy behind the EvictionPolicy contract against a tiny, independent, obviously
 // correct reference written here (lists, maps and full scans), on randomized reference
 // streams: the same victims, in the same order, and the same hit counts.
-#include "policy/eviction.hpp"
-#include "store/score_store.hpp"
+#include "lib/policy/eviction.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -79,7 +79,7 @@ struct LibCache {
     }
     StoreEntry &e = store[id];
     ++tick;
-    bool hit = e.tier >= 0;
+    bool hit = e.res.tier >= 0;
     if (!hit && !persist) e.st = PolicyState{};
     e.st.score = lrfu_access(e.st.score, step - std::min(step, e.st.last_access), attention, lrfu);
     e.st.last_access = step;
@@ -94,19 +94,19 @@ struct LibCache {
     policy->before_admit(id, key);
     if (kind == PolicyKind::opt) {  // admit first, then evict (possibly the incoming block)
       policy->insert(id, key, e.st);
-      e.tier = 0;
+      e.res.tier = 0;
       if (policy->size() > capacity) evict(step);
     } else {
       if (policy->size() >= capacity) evict(step);
       policy->insert(id, key, e.st);
-      e.tier = 0;
+      e.res.tier = 0;
     }
   }
   void evict(uint64_t step) {
     NodeId v = policy->victim(step, Eligible::all());
     ASSERT_NE(v, kNoNode);
     policy->erase(v, EraseReason::evicted);
-    store[v].tier = -1;
+    store[v].res.tier = -1;
     evictions.push_back(store[v].key.lo);
   }
 };

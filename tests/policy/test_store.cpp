@@ -2,7 +2,7 @@
 // The score store: lookups, bounded forgetting in the documented order, checkpoints that
 // round-trip, refuse every kind of damage without changing the store, and survive a writer
 // killed at any moment.
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -43,10 +43,10 @@ TEST(ScoreStore, InsertFindEraseGrow) {
   for (uint64_t i = 0; i < 100000; ++i) ASSERT_EQ(s.find(k(i)) == kNoNode, i % 3 == 0) << i;
   EXPECT_EQ(s.validate(), "");
   // Reused ids get a new generation, so old handles can be told apart.
-  uint32_t old_gen = s[ids[0]].generation;
+  uint32_t old_gen = s[ids[0]].res.generation;
   NodeId again = s.insert(k(999999), nullptr);
   EXPECT_EQ(again, ids[99999 - 99999 % 3]);  // last freed id is reused first
-  EXPECT_NE(s[again].generation, old_gen);
+  EXPECT_NE(s[again].res.generation, old_gen);
 }
 
 TEST(ScoreStore, ForgetsLowestScoreNonResidentFirst) {
@@ -57,7 +57,7 @@ TEST(ScoreStore, ForgetsLowestScoreNonResidentFirst) {
     s[id].st.score = score;
     s[id].st.last_access = t;
     s.set_resident(id, true);  // re-key: leave and re-enter the forget order
-    s[id].tier = resident ? 0 : -1;
+    s[id].res.tier = resident ? 0 : -1;
     if (!resident) s.set_resident(id, false);
   };
   set(a, 0.30, 5, false);
@@ -78,7 +78,7 @@ TEST(ScoreStore, ForgetsLowestScoreNonResidentFirst) {
   ScoreStore full(StoreOptions{2, PolicyKind::lrfu, {}});
   for (int i = 0; i < 2; ++i) {
     NodeId id = full.insert(k(100 + i), nullptr);
-    full[id].tier = 0;
+    full[id].res.tier = 0;
     full.set_resident(id, true);
   }
   try {
@@ -135,7 +135,7 @@ TEST(ScoreStore, CheckpointRoundTrip) {
     EXPECT_EQ(t[id].st.score, e.st.score);
     EXPECT_EQ(t[id].st.last_access, e.st.last_access);
     EXPECT_EQ(t[id].st.accesses, e.st.accesses);
-    EXPECT_EQ(t[id].tier, -1);
+    EXPECT_EQ(t[id].res.tier, -1);
   });
   EXPECT_EQ(t.validate(), "");
   // A bounded store smaller than the checkpoint refuses it whole.

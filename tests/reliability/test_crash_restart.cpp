@@ -13,7 +13,7 @@
 #include "../common/files.hpp"
 #include "../common/temp_dir.hpp"
 #include "../runtime/runtime_test_util.hpp"
-#include "store/score_store.hpp"
+#include "lib/store/score_store.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/policy.hpp>

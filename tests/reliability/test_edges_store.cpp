@@ -5,8 +5,8 @@
 // the temporary files the writer makes are cleaned up; FIFOs never block; damaged clocks and
 // footers are refused; budgets that cannot fit in host memory are refused with the figures.
 #include "../runtime/runtime_test_util.hpp"
-#include "store/score_store.hpp"
-#include "runtime/host_budget.hpp"
+#include "lib/store/score_store.hpp"
+#include "lib/runtime/host_budget.hpp"
 #include "../common/files.hpp"
 #include "../common/temp_dir.hpp"
 

@@ -13,6 +13,7 @@
 #include "reliability_util.hpp"
 
 #include "../runtime/runtime_test_util.hpp"
+#include "lib/runtime/test_access.hpp"
 #include "tiers/faulty/faulty.hpp"
 
 #include <cxltier/error.hpp>
@@ -155,7 +156,7 @@ RoundResult run_round(int round, uint64_t ops_per_owner, Totals &tot, std::strin
     FaultPlan plan;
     plan.copy_failure_probability = 0.05;
     plan.seed = 1000 * round + t;
-    rt->faults(t)->arm(plan);
+    RuntimeTestAccess::faults(*rt, t)->arm(plan);
   }
   std::mutex problem_mu;
   std::atomic<bool> done{false};
@@ -171,7 +172,7 @@ RoundResult run_round(int round, uint64_t ops_per_owner, Totals &tot, std::strin
       plan.alloc_failures = 1 + static_cast<int64_t>(rng() % 3);
       plan.copy_failure_probability = 0.05;
       plan.seed = rng();
-      rt->faults(t)->arm(plan);
+      RuntimeTestAccess::faults(*rt, t)->arm(plan);
     }
   });
   std::vector<std::thread> owners;
@@ -184,7 +185,7 @@ RoundResult run_round(int round, uint64_t ops_per_owner, Totals &tot, std::strin
   EXPECT_EQ(rt->validate(), "");
   RoundResult r;
   for (size_t t = 0; t < 3; ++t) {
-    FaultCounts c = rt->faults(t)->counts();
+    FaultCounts c = RuntimeTestAccess::faults(*rt, t)->counts();
     r.allocs_failed += c.allocs_failed;
     r.allocs_passed += c.allocs_passed;
     r.copies_failed += c.copies_failed;

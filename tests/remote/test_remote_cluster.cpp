@@ -4,10 +4,10 @@
 // written by one process and fetched by another, -ASK and -MOVED (by hand and during a live
 // `redis-cli --cluster reshard`), corrupt values, a full server under noeviction, and, last
 // because it breaks the cluster, masters killed under load with and without a replica.
-#include "remote/cluster.hpp"
-#include "remote/slot.hpp"
-#include "remote/value.hpp"
-#include "runtime/remote.hpp"
+#include "tiers/remote/cluster.hpp"
+#include "tiers/remote/slot.hpp"
+#include "tiers/remote/value.hpp"
+#include "lib/runtime/remote.hpp"
 #include "cluster_env.hpp"
 #include "runtime_test_util.hpp"
 

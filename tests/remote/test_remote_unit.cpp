@@ -3,10 +3,10 @@
 // the value header and its checks, namespaces and keys, seed parsing, the [remote] keys, and a
 // runtime whose cluster refuses connections or never answers: every admission is a miss within
 // the deadline, every write-out a failure, nothing stalls and nothing is corrupted.
-#include "remote/slot.hpp"
-#include "remote/value.hpp"
-#include "runtime/remote.hpp"
+#include "lib/runtime/remote.hpp"
 #include "runtime_test_util.hpp"
+#include "tiers/remote/slot.hpp"
+#include "tiers/remote/value.hpp"
 
 #include "cxlt_config.h"
 
@@ -27,7 +27,7 @@
 #include <vector>
 
 #if CXLT_HAVE_REMOTE
-#include "remote/cluster.hpp"
+#include "tiers/remote/cluster.hpp"
 #endif
 
 using namespace cxltier;

@@ -5,7 +5,7 @@
 #include <cxltier/config.hpp>
 #include <cxltier/error.hpp>
 
-#include "capi/config_handle.hpp"
+#include "lib/capi/config_handle.hpp"
 #include "../common/temp_dir.hpp"
 
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 // destinations) reach the caller as errors and never corrupt a block.
 // Not a benchmark: sizes are small and scaled down under sanitizers.
 #include "runtime_test_util.hpp"
+#include "lib/runtime/test_access.hpp"
 #include "tiers/faulty/faulty.hpp"
 
 #include <cxltier/error.hpp>
@@ -150,8 +151,8 @@ TEST(RuntimeStress, InjectedCopyFailuresNeverCorrupt) {
     plan.copy_failure_probability = 0.33;
     plan.seed = 7 + t;
     plan.tear_failed_copies = true;
-    ASSERT_NE(rt->faults(t), nullptr);
-    rt->faults(t)->arm(plan);
+    ASSERT_NE(RuntimeTestAccess::faults(*rt, t), nullptr);
+    RuntimeTestAccess::faults(*rt, t)->arm(plan);
   }
   Outcome out;
   std::vector<std::thread> threads;
@@ -159,7 +160,7 @@ TEST(RuntimeStress, InjectedCopyFailuresNeverCorrupt) {
   for (auto &th : threads) th.join();
   ASSERT_TRUE(rt->wait_idle(30000));
   uint64_t injected = 0;
-  for (size_t t = 0; t < 3; ++t) injected += rt->faults(t)->counts().copies_failed;
+  for (size_t t = 0; t < 3; ++t) injected += RuntimeTestAccess::faults(*rt, t)->counts().copies_failed;
   cxlt_stats_t s = rt->stats();
   EXPECT_GT(injected, 20u);
   // Every injected failure is either a failed background move (counted) or an error returned
@@ -180,7 +181,7 @@ TEST(RuntimeStress, AllocationFailureReachesTheCallerAndMovesNothing) {
   FaultPlan plan;
   plan.alloc_successes = 1;  // tier 0 can grow once, then fails
   plan.alloc_failures = -1;
-  rt->faults(0)->arm(plan);
+  RuntimeTestAccess::faults(*rt, 0)->arm(plan);
   Block a = rt->admit(key_from_sequence(1, 0));
   fill_block(a.data, a.bytes, key_from_sequence(1, 0), 1);
   rt->admit(key_from_sequence(1, 1));
@@ -196,8 +197,8 @@ TEST(RuntimeStress, AllocationFailureReachesTheCallerAndMovesNothing) {
   EXPECT_EQ(b.tier, 0);
   EXPECT_TRUE(check_block(b.data, b.bytes, key_from_sequence(1, 0)));
   EXPECT_FALSE(rt->lookup(key_from_sequence(1, 2), &b));
-  EXPECT_EQ(rt->faults(0)->counts().allocs_failed, 1u);
+  EXPECT_EQ(RuntimeTestAccess::faults(*rt, 0)->counts().allocs_failed, 1u);
   EXPECT_EQ(rt->validate(), "");
-  rt->faults(0)->disarm();
+  RuntimeTestAccess::faults(*rt, 0)->disarm();
   EXPECT_EQ(rt->admit(key_from_sequence(1, 2)).tier, 0);
 }

@@ -2,8 +2,8 @@
 // Every tier backend through the ops table: extents of real memory (or none, for null), bytes
 // that survive, capacity accounting, descriptions, the copy rule, and several threads calling
 // at once (backends claim thread safety).
-#include "memory/backend.hpp"
-#include "memory/copy.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/memory/copy.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copy kernels: every kernel this CPU has copies every size and alignment exactly, without
 // writing a byte outside the destination; names parse; dispatch resolves.
-#include "memory/copy.hpp"
+#include "lib/memory/copy.hpp"
 #include "tiers_test_util.hpp"
 
 #include <gtest/gtest.h>

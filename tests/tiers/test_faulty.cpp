@@ -2,8 +2,8 @@
 // The faulty decorator fails exactly where its plan says and nowhere else: allocation after N
 // successes (for a count, or for ever), copies with a seeded probability reproducibly, torn
 // destinations on injected copy failures, and exact counts with several threads at once.
-#include "memory/backend.hpp"
-#include "faulty/faulty.hpp"
+#include "lib/memory/backend.hpp"
+#include "tiers/faulty/faulty.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

@@ -2,8 +2,8 @@
 // Huge pages where the system offers them: explicit 2 MiB pages when free, else THP, else
 // 4 KiB, recorded in the extent flags. Each path is exercised where this machine allows it;
 // the fallbacks always are.
-#include "memory/backend.hpp"
-#include "hostmem.hpp"
+#include "lib/memory/backend.hpp"
+#include "tiers/hostmem.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -5,8 +5,8 @@
 // MEMKIND_HBW_NODES and MEMKIND_DAX_KMEM_NODES set to the first memory node, where every kind
 // works and its pages are verified on that node. memkind reads those variables once, at its
 // first use of a kind, so they must be in the environment before the process starts.
-#include "memory/backend.hpp"
-#include "memory/pool.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/memory/pool.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

@@ -3,8 +3,8 @@
 // machine has, so the multi-node QEMU guest exercises real placement), a node the machine
 // lacks refused at initialize (never a fallback to node 0), and a placement failure named
 // page by page.
-#include "memory/backend.hpp"
-#include "hostmem.hpp"
+#include "lib/memory/backend.hpp"
+#include "tiers/hostmem.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

@@ -3,8 +3,8 @@
 // allocated and freed, bytes that survive churn, the exact budget, grow failure (injected with
 // the faulty decorator) leaving the pool unchanged, bad frees detected, reservation up front.
 // The pool is documented as not thread-safe (the runtime locks), so there is no threaded test.
-#include "memory/backend.hpp"
-#include "memory/pool.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/memory/pool.hpp"
 #include "tiers_test_util.hpp"
 
 #include <cxltier/error.hpp>

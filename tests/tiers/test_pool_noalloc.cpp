@@ -2,8 +2,8 @@
 // The pool's hot path never touches the heap: this file replaces the global operator new for
 // the whole test_tiers binary with a counting one, and checks that allocate/free (and address)
 // make no call to it, while growing by an extent may.
-#include "memory/backend.hpp"
-#include "memory/pool.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/memory/pool.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The backend registry and the ops-table rules: versions, mandatory ops, NOT_SUPPORTED
 // defaults, and clean answers for backends this build lacks (cuda; memkind when not built).
-#include "memory/backend.hpp"
-#include "memory/choose.hpp"
-#include "memory/tier_ops.hpp"
-#include "topology/gpu.hpp"
+#include "lib/memory/backend.hpp"
+#include "lib/memory/choose.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "lib/topology/gpu.hpp"
 
 #include <cxltier/error.hpp>
 

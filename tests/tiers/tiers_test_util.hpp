@@ -3,8 +3,8 @@
 // helpers to fill and check memory with a pattern that differs per slot and per byte.
 #pragma once
 
-#include "faulty/faulty.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "tiers/faulty/faulty.hpp"
 
 #include "cxlt_config.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The public topology API on this machine (live hwloc), the embedded default, the spec names,
 // and `cxltier topo` output: the JSON schema (docs/topology.md) and the table's units.
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/hwloc_load.hpp"
 #include "test_util.hpp"
 
 #include <cxltier/error.hpp>

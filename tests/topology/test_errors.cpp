@@ -2,7 +2,7 @@
 // Bad topology input, through the API (Error CXLT_ERROR_TOPOLOGY naming the file and the
 // reason) and through `cxltier topo` (exit status 2, exactly one line on stderr, nothing on
 // stdout): never a crash and never an empty success.
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/hwloc_load.hpp"
 #include "test_util.hpp"
 
 #include <cxltier/error.hpp>

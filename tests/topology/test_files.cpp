@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every hwloc XML file under tests/data/topologies against its golden tier map (regenerate with
 // CXLT_UPDATE_GOLDEN=1), and hwloc 2.14's own grouping (MemoryTier infos) against ours.
-#include "topology/classify.hpp"
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/classify.hpp"
+#include "lib/topology/hwloc_load.hpp"
 #include "test_util.hpp"
 
 #include <cxltier/error.hpp>

@@ -2,8 +2,8 @@
 // Topologies built in code (hwloc synthetic + subtypes, infos, memory attributes, distances,
 // CPU-less nodes), exported to XML and loaded back through our loader, then classified: each
 // test states one rule of docs/topology.md and checks it.
-#include "topology/classify.hpp"
-#include "topology/hwloc_load.hpp"
+#include "lib/topology/classify.hpp"
+#include "lib/topology/hwloc_load.hpp"
 #include "synth.hpp"
 #include "test_util.hpp"
 

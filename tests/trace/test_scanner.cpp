@@ -3,7 +3,7 @@
 // length at every distance from the end of the line (the 8-byte SWAR loads), and floats
 // against std::from_chars, including exact midpoints between two floats (where rounding
 // through double would be wrong).
-#include "trace/json_scan.hpp"
+#include "lib/trace/json_scan.hpp"
 
 #include <gtest/gtest.h>
 

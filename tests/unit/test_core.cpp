@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Keys, geometry and the unit parsers.
-#include "core/fast_div.hpp"
+#include "lib/core/fast_div.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>

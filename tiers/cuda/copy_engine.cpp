@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CopyEngine: per-direction streams, batched cuMemcpy*Async, one event per batch, an event pool.
-#include "cuda/copy_engine.hpp"
+#include "tiers/cuda/copy_engine.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -10,8 +10,8 @@
 // of opposite directions overlap. The bench and the layout tests submit larger batches.
 #pragma once
 
-#include "cuda/driver.hpp"
-#include "cuda/kv_layout.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "tiers/cuda/kv_layout.hpp"
 
 #include <cxltier/cxltier.h>
 

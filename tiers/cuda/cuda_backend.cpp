@@ -10,12 +10,12 @@
 // address the pool computes (base + s * block) is then a handle, not the block's bytes, and
 // every copy gathers or scatters the N segments, by
 // batched cuMemcpyAsync (default) or by the kernel of kv_copy.cu (CXLT_CUDA_GATHER=kernel).
-#include "cuda/copy_engine.hpp"
-#include "cuda/driver.hpp"
-#include "topology/gpu.hpp"
-#include "cuda/kv_kernels.hpp"
-#include "cuda/kv_layout.hpp"
-#include "memory/tier_ops.hpp"
+#include "tiers/cuda/copy_engine.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "lib/topology/gpu.hpp"
+#include "tiers/cuda/kv_kernels.hpp"
+#include "tiers/cuda/kv_layout.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>

@@ -16,11 +16,11 @@
 //   CXLT_CUDA_REGISTER_CHUNK   largest single registration (size, default 64GiB)
 //   CXLT_CUDA_REGISTER_THREADS registering threads per extent (default 4)
 //   CXLT_CUDA_REGISTER_BUDGET_S seconds an extent's registration may take (default 600)
-#include "cuda/driver.hpp"
-#include "topology/gpu.hpp"
-#include "cuda/host_register.hpp"
-#include "hostmem.hpp"
-#include "memory/tier_ops.hpp"
+#include "tiers/cuda/driver.hpp"
+#include "lib/topology/gpu.hpp"
+#include "tiers/cuda/host_register.hpp"
+#include "tiers/hostmem.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 #include <cxltier/error.hpp>

@@ -3,7 +3,7 @@
 // that say exactly what is missing ("not available: libcuda.so.1: cannot open shared object
 // file", "the library lacks cuMemHostRegister_v2", "cuInit failed: CUDA_ERROR_NO_DEVICE").
 // Only the failure paths have run so far (no GPU on the machines this was written on).
-#include "cuda/driver.hpp"
+#include "tiers/cuda/driver.hpp"
 
 #include <dlfcn.h>
 

@@ -2,7 +2,7 @@
 // GPU discovery pieces that do not need the driver, built in every configuration: PCI bus ids,
 // the NUMA node sysfs reports for a PCI device, the gpu tier description and its place in a
 // topology (GPU tiers first), and the note that says why there is none.
-#include "topology/gpu.hpp"
+#include "lib/topology/gpu.hpp"
 
 #include <cxltier/topology.hpp>
 #include <cxltier/tools/units.hpp>

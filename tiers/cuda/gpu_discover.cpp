@@ -2,8 +2,8 @@
 // GPU discovery through the dlopen'ed driver (builds with the CUDA tier): count, name, memory,
 // PCI bus id, copy engines, and the nearest host NUMA node (the driver's HOST_NUMA_ID attribute
 // where it has one, else the node sysfs reports for the PCI device).
-#include "cuda/driver.hpp"
-#include "topology/gpu.hpp"
+#include "lib/topology/gpu.hpp"
+#include "tiers/cuda/driver.hpp"
 
 namespace cxltier {
 

@@ -2,7 +2,7 @@
 // Builds without the CUDA tier (meson -Dcuda=disabled, or no nvcc when it was configured):
 // discovery answers "not available" with the reason, so the C ABI, topology and CLI behave
 // as on a machine without a GPU and the exported symbol set stays the same.
-#include "topology/gpu.hpp"
+#include "lib/topology/gpu.hpp"
 
 namespace cxltier {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Chunked, threaded registration of host memory for DMA: the plan and the executor (see
 // host_register.hpp). Independent of CUDA; built in every configuration.
-#include "cuda/host_register.hpp"
+#include "tiers/cuda/host_register.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Loading the embedded gather/scatter fatbin and launching its kernels (see kv_kernels.hpp).
-#include "cuda/kv_kernels.hpp"
+#include "tiers/cuda/kv_kernels.hpp"
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 // cuMemcpyAsync instead.
 #pragma once
 
-#include "cuda/driver.hpp"
+#include "tiers/cuda/driver.hpp"
 
 #include <cstddef>
 #include <cstdint>

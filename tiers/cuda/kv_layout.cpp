@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Per-layer KV layouts: validation, description and the gather/scatter copy plans (see
 // kv_layout.hpp for the byte order). Built in every configuration: it needs no driver.
-#include "cuda/kv_layout.hpp"
+#include "tiers/cuda/kv_layout.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RangeAllocator: best-fit ranges with coalescing (see range_alloc.hpp). Built in every
 // configuration (the tests run it); the PyTorch allocator compiles it in as well.
-#include "cuda/range_alloc.hpp"
+#include "tiers/cuda/range_alloc.hpp"
 
 namespace cxltier::cuda {
 

@@ -9,9 +9,9 @@
 // Limits: CXLT_TORCH_MAX_BYTES (bytes, optional K/M/G/T suffix meaning KiB..TiB) caps what is
 // reserved per device. Segments are never returned to the driver while any range in them is
 // live; empty ones are released when a new segment does not fit.
-#include "cuda/driver.hpp"
-#include "cuda/range_alloc.hpp"
-#include "cuda/torch_allocator.h"
+#include "tiers/cuda/driver.hpp"
+#include "tiers/cuda/range_alloc.hpp"
+#include "tiers/cuda/torch_allocator.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,9 +4,9 @@
 // it take at least bytes / pace_mib_s (its option key, tiers.N.pace_mib_s), shared by all threads
 // as one link, for demonstrations.
 // It never claims placement: ext_describe says it is emulated.
-#include "hostmem.hpp"
-#include "memory/copy.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "tiers/hostmem.hpp"
 #include "tiers/registry.hpp"
 
 #include <cxltier/tools/units.hpp>

@@ -5,7 +5,7 @@
 // it always does when this tier is the destination.
 #include "faulty.hpp"
 
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 #include <cstring>

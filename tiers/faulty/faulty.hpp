@@ -7,7 +7,7 @@
 // every injected failure must reach the caller as an error.
 #pragma once
 
-#include "memory/backend.hpp"
+#include "lib/memory/backend.hpp"
 
 #include <cstdint>
 #include <memory>

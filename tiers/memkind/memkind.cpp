@@ -5,8 +5,8 @@
 // kind binds (not _preferred) and its nodes are known, verified page by page like 'numa'.
 // memkind reads MEMKIND_HBW_NODES / MEMKIND_DAX_KMEM_NODES once, at its first use of a kind:
 // set them before the process starts to make those kinds usable on a one-node host.
-#include "hostmem.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "tiers/hostmem.hpp"
 #include "tiers/registry.hpp"
 
 #include <cxltier/tools/units.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The memkind backend's tier keys. Built whether memkind is or not, so that a configuration
 // naming a kind stays valid on every build (opening such a tier explains what is missing).
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 namespace cxltier {

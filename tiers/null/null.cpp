@@ -2,7 +2,7 @@
 // The null tier backend: no bytes at all. Extents have base nullptr (only their size counts
 // against budgets), copies do nothing, so a trace replays through the same runtime code at
 // full speed. A block read out of a null tier leaves its destination as it was.
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
 #include "tiers/registry.hpp"
 
 #include <atomic>

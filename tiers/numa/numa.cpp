@@ -3,8 +3,8 @@
 // tier's NUMA nodes, touched, then verified page by page with move_pages in query mode.
 // It never uses numa_alloc_onnode, which silently falls back to another node when the asked
 // one is full or missing; a node this machine lacks is refused at initialize.
-#include "hostmem.hpp"
-#include "memory/tier_ops.hpp"
+#include "lib/memory/tier_ops.hpp"
+#include "tiers/hostmem.hpp"
 #include "tiers/registry.hpp"
 
 #include <cxltier/tools/units.hpp>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Redis Cluster client (cluster.hpp): slot routing, per-server pipelines, one redirection,
 // slot-table refresh, connection pools with a back-off for servers that fail.
-#include "remote/cluster.hpp"
+#include "tiers/remote/cluster.hpp"
 
-#include "remote/slot.hpp"
+#include "tiers/remote/slot.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -11,7 +11,7 @@
 // Thread-safe: connections are pooled per server and each call checks out what it uses.
 #pragma once
 
-#include "remote/conn.hpp"
+#include "tiers/remote/conn.hpp"
 
 #include <atomic>
 #include <memory>

@@ -2,7 +2,7 @@
 // One connection to one Redis server (conn.hpp): non-blocking socket, poll() with deadlines,
 // sendmsg() out (MSG_NOSIGNAL: a peer that died gives EPIPE, never SIGPIPE for the host
 // process), payloads read straight into their destination, hiredis for small replies.
-#include "remote/conn.hpp"
+#include "tiers/remote/conn.hpp"
 
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>

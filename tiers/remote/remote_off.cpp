@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The remote tier in a build without it (meson option `remote` disabled, or hiredis missing):
 // the same symbols, and a runtime configured with [remote] enabled refuses to open, saying why.
-#include "runtime/remote.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -3,10 +3,10 @@
 // cluster client. Fetches run in the caller's thread; write-outs are queued for a few threads
 // that pipeline what has gathered (up to kBatch blocks per round) and call back when the
 // server has acknowledged (or refused) each block.
-#include "core/secret_file.hpp"
-#include "remote/cluster.hpp"
-#include "remote/value.hpp"
-#include "runtime/remote.hpp"
+#include "lib/core/secret_file.hpp"
+#include "lib/runtime/remote.hpp"
+#include "tiers/remote/cluster.hpp"
+#include "tiers/remote/value.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CRC16 and the key slot of Redis Cluster (see slot.hpp). Table-driven, one byte per step.
-#include "remote/slot.hpp"
+#include "tiers/remote/slot.hpp"
 
 #include <array>
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The remote value format and key naming (value.hpp). Built with or without the remote client.
-#include "remote/value.hpp"
+#include "tiers/remote/value.hpp"
 
-#include "runtime/remote.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <cxltier/error.hpp>
 

@@ -6,7 +6,7 @@
 // the payload (XXH3-64): any mismatch makes the read a miss, never a block.
 #pragma once
 
-#include "runtime/remote.hpp"
+#include "lib/runtime/remote.hpp"
 
 #include <cxltier/key.hpp>
 

@@ -8,9 +8,9 @@
 // (the guest reserves 2 MiB pages on every node) and for 4 KiB pages.
 // Last output line: the detail; exit status 0 pass, 1 fail, 77 skip (fewer than two tiers).
 #include "guest_util.hpp"
-#include "memory/copy.hpp"
-#include "memory/pool.hpp"
-#include "memory/backend.hpp"
+#include "lib/memory/copy.hpp"
+#include "lib/memory/pool.hpp"
+#include "lib/memory/backend.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/topology.hpp>

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the tests reach inside a Runtime that its public API does not offer. Runtime names this
+// struct a friend; only the tests include this header, and nothing in it is exported.
+#pragma once
+
+#include <cxltier/runtime.hpp>
+
+#include <cstddef>
+#include <memory>
+
+namespace cxltier {
+
+class FaultControl;  // tiers/faulty/faulty.hpp
+
+struct RuntimeTestAccess {
+  // The fault controller of a tier using the faulty backend, or nullptr.
+  static std::shared_ptr<FaultControl> faults(Runtime &rt, size_t rank);
+};
+
+}  // namespace cxltier
