@@ -158,6 +158,16 @@ cxlt_result_t unmap(const TierExtent &extent) noexcept {
   return CXLT_OK;
 }
 
+cxlt_result_t free_counted(const TierExtent *extent, std::atomic<uint64_t> &allocated, const std::string &who) noexcept {
+  if (extent == nullptr || extent->base == nullptr) {
+    backend_set_error(who + ": free_extent of an empty extent");
+    return CXLT_ERROR_INVALID_ARGUMENT;
+  }
+  cxlt_result_t r = unmap(*extent);
+  if (r == CXLT_OK) allocated.fetch_sub(extent->bytes, std::memory_order_relaxed);
+  return r;
+}
+
 cxlt_result_t populate(void *base, size_t bytes) noexcept {
   if (bytes == 0) return CXLT_OK;
   if (madvise(base, bytes, MADV_POPULATE_WRITE) == 0) return CXLT_OK;

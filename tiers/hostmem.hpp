@@ -6,6 +6,7 @@
 
 #include "lib/memory/tier_ops.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,6 +29,9 @@ size_t page_size() noexcept;
 cxlt_result_t map(size_t bytes, HugePageMode mode, const std::vector<unsigned> &nodes,
                   TierExtent *out) noexcept;
 cxlt_result_t unmap(const TierExtent &extent) noexcept;
+// A backend's free_extent for extents from map(): refuses an empty extent (naming `who`), unmaps,
+// and on success takes the extent's bytes off `allocated`.
+cxlt_result_t free_counted(const TierExtent *extent, std::atomic<uint64_t> &allocated, const std::string &who) noexcept;
 
 // Touch every page for writing. Uses MADV_POPULATE_WRITE (Linux 5.14+), which fails with an
 // error where a plain write would get SIGBUS (hugetlb pages gone, a bound node out of memory);

@@ -153,13 +153,7 @@ cxlt_result_t numa_alloc_extent(void *state, size_t bytes, TierExtent *out) {
 
 cxlt_result_t numa_free_extent(void *state, const TierExtent *extent) {
   auto *s = static_cast<NumaState *>(state);
-  if (extent == nullptr || extent->base == nullptr) {
-    backend_set_error(s->who + ": free_extent of an empty extent");
-    return CXLT_ERROR_INVALID_ARGUMENT;
-  }
-  cxlt_result_t r = hostmem::unmap(*extent);
-  if (r == CXLT_OK) s->allocated.fetch_sub(extent->bytes, std::memory_order_relaxed);
-  return r;
+  return hostmem::free_counted(extent, s->allocated, s->who);
 }
 
 cxlt_result_t numa_capacity(void *state, TierCapacity *out) {
