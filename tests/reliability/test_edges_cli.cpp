@@ -364,10 +364,15 @@ TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
 // The default run's placement (docs/runtime.md, "Placement quality"), at a tenth of its bytes:
 // 0.5 MiB blocks (geometry.layers = 8) in tiers that hold as many blocks as the default tiers
 // hold of the default 5 MiB blocks (51, 102, 204), 200 steps, on seeds 1 (the default) to 10.
-// At the end no pair of blocks is out of order, and the hits per resident block fall strictly
-// with tier rank (the hot blocks were served from the fast tiers). With 256 KiB blocks a run
-// took under a second, faster than the mover's passes keep the order on a loaded machine
-// (tier 1 above tier 0 in 1 of about 35 runs); 0.5 MiB blocks take about 4 s a run here.
+// At the end no pair of blocks is out of order (exact: the mover's last pass orders them), and
+// the hits per resident block fall with tier rank (the hot blocks were served from the fast
+// tiers). The hits are averaged over the whole run, while the background mover reorders the
+// tiers between steps at its own pace, so how far tier 0 leads tier 1 depends on how fast the
+// run is against the mover's passes: with 256 KiB blocks (runs under a second) tier 1 came out
+// above tier 0 in 1 of about 35 runs; with 0.5 MiB blocks it happened twice more in suite
+// runs (seed 8 at load 9; seed 4, a run of 1 s: 143.4 against 144.2 hits). So tier 0 must
+// not trail tier 1 by more than 2 %, and tier 2 (about a sixth of tier 1's hits in these runs)
+// must trail tier 1 strictly.
 // CXLT_TEST_PLACEMENT_SEEDS: 10 in the plain build; the sanitizer stages run the first few
 // (a run takes about 15x as long under ThreadSanitizer).
 TEST(RunCli, PlacementFollowsThePolicyOrderOnEverySeed) {
@@ -385,7 +390,7 @@ TEST(RunCli, PlacementFollowsThePolicyOrderOnEverySeed) {
     EXPECT_EQ(j["placement"]["inversions"].get<uint64_t>(), 0u) << "largest gap " << j["placement"]["max_gap"];
     const std::vector<double> hits = j["run"]["hits_per_resident_block"].get<std::vector<double>>();
     ASSERT_EQ(hits.size(), 3u);
-    EXPECT_GT(hits[0], hits[1]) << j["run"].dump();
+    EXPECT_GT(hits[0], 0.98 * hits[1]) << j["run"].dump();
     EXPECT_GT(hits[1], hits[2]) << j["run"].dump();
   }
 }
