@@ -7,6 +7,7 @@
 #include "lib/topology/hwloc_load.hpp"
 #include "lib/core/text.hpp"
 
+#include <cxltier/error.hpp>
 #include <cxltier/tools/units.hpp>
 
 #include <algorithm>
@@ -213,6 +214,16 @@ std::string format_node_list(const std::vector<unsigned> &nodes) {
 std::vector<NodeFacts> collect_node_facts(hwloc_topology_t t) {
   std::vector<hwloc_obj_t> objs;
   for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, o));) objs.push_back(o);
+  // hwloc's XML import accepts two NUMANode objects with one OS index (a hand-edited or corrupt
+  // file); tiers are sets of node numbers, so such a node would land in two tiers.
+  std::map<unsigned, uint64_t> seen;  // OS index -> gp_index of its first object
+  for (hwloc_obj_t o : objs) {
+    if (o->os_index == HWLOC_UNKNOWN_INDEX) continue;
+    auto [it, fresh] = seen.emplace(o->os_index, o->gp_index);
+    if (!fresh)
+      fail(CXLT_ERROR_TOPOLOGY, "the topology lists NUMA node P#", o->os_index, " twice (objects gp_index ", it->second,
+           " and ", o->gp_index, "): each NUMA node must appear once");
+  }
 
   std::vector<NodeFacts> nodes(objs.size());
   std::vector<std::string> locality(objs.size());
