@@ -114,15 +114,13 @@ unsigned LrfuIndex::bucket_search(double s) const noexcept {
 // double orders as its value), so cells are narrow where scores crowd near 0. Scores below
 // 2^-(kCellExponents - 1) share cell 0; 1.0 and above share the last.
 unsigned LrfuIndex::cell_of(double s) noexcept {
-  constexpr uint64_t kFirst = uint64_t{1023 - (kCellExponents - 1)} << kCellMantissaBits;
   const uint64_t top = std::bit_cast<uint64_t>(s) >> (52 - kCellMantissaBits);
-  if (top <= kFirst) return 0;
-  return static_cast<unsigned>(std::min<uint64_t>(top - kFirst, kCells - 1));
+  if (top <= kFirstCellTop) return 0;
+  return static_cast<unsigned>(std::min<uint64_t>(top - kFirstCellTop, kCells - 1));
 }
 
 double LrfuIndex::cell_low(unsigned c) noexcept {
-  constexpr uint64_t kFirst = uint64_t{1023 - (kCellExponents - 1)} << kCellMantissaBits;
-  return c == 0 ? 0.0 : std::bit_cast<double>((kFirst + c) << (52 - kCellMantissaBits));
+  return c == 0 ? 0.0 : std::bit_cast<double>((kFirstCellTop + c) << (52 - kCellMantissaBits));
 }
 
 void LrfuIndex::refresh_bucket_hints() {

@@ -116,6 +116,8 @@ private:
   // under 2^-64 share the first cell); bucket_hint_[c] is the bucket of cell c's lowest score.
   static constexpr unsigned kCellMantissaBits = 6, kCellExponents = 65;
   static constexpr unsigned kCells = kCellExponents << kCellMantissaBits;
+  // A score's top bits (exponent, kCellMantissaBits of mantissa) at and below which it is in cell 0.
+  static constexpr uint64_t kFirstCellTop = uint64_t{1023 - (kCellExponents - 1)} << kCellMantissaBits;
   static unsigned cell_of(double s) noexcept;
   static double cell_low(unsigned c) noexcept;
   void refresh_bucket_hints();  // after every change of the edges
