@@ -354,15 +354,22 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
       if (stale_seen_.size() < stale_seen_.capacity())  // no allocation here: the rest wait for the next search
         stale_seen_.push_back(StaleAt{c.bucket, c.index, e.id, e.version});
     }
-    bool covers = c.dominated_same_step;  // a live, eligible block of e's step was evaluated above
-    if (!c.dominated_same_step && !stale(e) && eligible(e.id)) {
-      double p = prio(e.s, e.t, now);
-      if (!have_best || p > best_p || (p == best_p && less(e, best))) {
+    // covers: every block below e that e's order puts after it (its step's, or all of them in
+    // score order) cannot come first. True when a live, eligible block of e's step was
+    // evaluated above; when e, live or stale, does not beat the best block (what comes after e
+    // and is no higher in priority does not beat it either); or when e becomes the best. So
+    // eligibility, a read of the caller's state, is asked only of a block that would win.
+    bool covers = c.dominated_same_step;
+    if (!covers && !stale(e)) {
+      const double p = prio(e.s, e.t, now);
+      if (have_best && !(p > best_p || (p == best_p && less(e, best)))) {
+        covers = true;
+      } else if (eligible(e.id)) {
         have_best = true;
         best_p = p;
         best = e;
+        covers = true;
       }
-      covers = true;
     }
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
