@@ -35,11 +35,12 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   params_.validate();
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
-  heaps_.reserve(nbuckets_);
+  heaps_.reserve(nbuckets_ + 1);
   stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
-  for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(Less{score_order_});
-  live_in_bucket_.assign(nbuckets_, 0);
-  min_score_.assign(nbuckets_, 2.0);
+  for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
+  heaps_.emplace_back(Less{Order::saturated});
+  live_in_bucket_.assign(nbuckets_ + 1, 0);
+  min_score_.assign(nbuckets_ + 1, 2.0);
   edges_.resize(nbuckets_ + 1);
   for (unsigned b = 0; b < nbuckets_; ++b) edges_[b] = static_cast<double>(b) / static_cast<double>(nbuckets_);
   edges_[nbuckets_] = std::numeric_limits<double>::infinity();
@@ -58,6 +59,13 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
     recency_table_.resize(n);
     for (size_t d = 0; d < n; ++d) recency_table_[d] = lrfu_recency_decay(d, params_.beta);
     recency_saturated_ = recency_table_.back() == 1.0;
+  }
+  // Saturation: from the first idle step of the table's final run of exact 1.0 values, recency
+  // is 1.0 for good (past the table too), so a touch-mode priority is exactly 1 - s.
+  if (!score_order_ && params_.mode == ScoreMode::touch && recency_saturated_) {
+    size_t d = recency_table_.size();
+    while (d > 0 && recency_table_[d - 1] == 1.0) --d;
+    sat_steps_ = std::max<size_t>(d, 1);
   }
   if (params_.mode == ScoreMode::decay) {
     decay_table_.resize(kTable);
@@ -178,7 +186,7 @@ double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const n
 bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, double pb, uint64_t tb, double sb,
                               const Key &kb) const noexcept {
   if (pa != pb) return pa > pb;
-  Less less{score_order_};
+  const Less less = tie_break();
   return less(Entry{ta, sa, ka, 0, 0}, Entry{tb, sb, kb, 0, 0});
 }
 
@@ -247,11 +255,12 @@ void LrfuIndex::maybe_compact() {
 
 // The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.
 bool LrfuIndex::buckets_lopsided() const noexcept {
-  const uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.end());
-  return fullest > 4 * live_.size() / nbuckets_ + 64;
+  const uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.begin() + nbuckets_);
+  const size_t in_buckets = live_.size() - live_in_bucket_[sat_index()];
+  return fullest > 4 * in_buckets / nbuckets_ + 64;
 }
 
-void LrfuIndex::rebuild(bool move_edges) {
+void LrfuIndex::rebuild(bool move_edges, bool replace) {
   examined_since_rebuild_ = 0;
   if (move_edges) {
     // Quantiles of a deterministic sample of live scores: 16 a bucket, at least 16,384 (64 a
@@ -262,7 +271,9 @@ void LrfuIndex::rebuild(bool move_edges) {
     const size_t want = std::max<size_t>(16384, size_t{16} * nbuckets_);
     size_t stride = std::max<size_t>(1, live_.size() / want);
     sample.reserve(live_.size() / stride + 1);
-    for (size_t i = 0; i < live_.size(); i += stride) sample.push_back(ids_[live_[i]].s);
+    // The buckets hold the blocks that are not saturated: their scores place the edges.
+    for (size_t i = 0; i < live_.size(); i += stride)
+      if (!saturated_at(ids_[live_[i]].t, sat_now_)) sample.push_back(ids_[live_[i]].s);
     std::sort(sample.begin(), sample.end());
     std::vector<double> e;
     e.reserve(nbuckets_ + 1);
@@ -283,19 +294,20 @@ void LrfuIndex::rebuild(bool move_edges) {
     refresh_bucket_hints();
     rebuilds_since_edges_ = 0;
     ++stats_.edge_moves;
-    (void)0;
-    // Every live block goes to its new bucket; stale entries are dropped.
+  }
+  if (move_edges || replace) {
+    // Every live block goes to its (new) bucket or the saturated heap; stale entries are dropped.
     for (Heap &h : heaps_) h.clear();
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
     for (NodeId id : live_) {
-      unsigned b = bucket_of(ids_[id].s);
+      const unsigned b = saturated_at(ids_[id].t, sat_now_) ? sat_index() : bucket_of(ids_[id].s);
       ids_[id].bucket = b;
       ++live_in_bucket_[b];
       heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, ids_[id].key, id, ids_[id].version});
     }
   }
   total_entries_ = 0;
-  for (unsigned b = 0; b < nbuckets_; ++b) {
+  for (unsigned b = 0; b < heaps_.size(); ++b) {
     Heap &h = heaps_[b];
     h.compact([this](const Entry &e) { return !stale(e); });
     total_entries_ += h.size();
@@ -319,23 +331,61 @@ LrfuIndex::Candidate LrfuIndex::pop_candidate() noexcept {
   return c;
 }
 
-NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
-  cand_.clear();
+void LrfuIndex::move_saturated_roots(uint64_t now) {
   for (unsigned b = 0; b < nbuckets_; ++b) {
     Heap &h = heaps_[b];
-    while (!h.empty() && stale(h.top())) {
-      h.pop();
-      --total_entries_;
+    while (!h.empty()) {
+      const Entry &r = h.top();
+      if (stale(r)) {
+        h.pop();
+        --total_entries_;
+      } else if (saturated_at(r.t, now)) {
+        const Entry e = r;
+        h.pop();
+        heaps_[sat_index()].push(e);
+        ids_[e.id].bucket = sat_index();
+        ++stats_.saturated_moves;
+        --live_in_bucket_[b];
+        ++live_in_bucket_[sat_index()];
+      } else {
+        break;
+      }
     }
+  }
+  Heap &sat = heaps_[sat_index()];
+  while (!sat.empty() && stale(sat.top())) {
+    sat.pop();
+    --total_entries_;
+  }
+}
+
+NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
+  if (sat_steps_ != 0) {
+    // The saturated heap holds blocks saturated at sat_now_; a search at an earlier step (time
+    // does not go back in the runtime, but the index does not rely on it) places them again.
+    if (now < sat_now_) {
+      sat_now_ = now;
+      rebuild(false, true);
+    }
+    sat_now_ = now;
+  }
+  move_saturated_roots(now);
+  cand_.clear();
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    const Heap &h = heaps_[b];
     if (h.empty()) continue;
     const Entry &r = h.top();
     push_candidate(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(b, r.t, now)), b, 0, false});
+  }
+  if (!heaps_[sat_index()].empty()) {
+    const Entry &r = heaps_[sat_index()].top();
+    push_candidate(Candidate{prio(r.s, r.t, now), sat_index(), 0, false});
   }
 
   bool have_best = false;
   double best_p = 0;
   Entry best{};
-  Less less{score_order_};
+  const Less less = tie_break();
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
     const Heap &h = heaps_[c.bucket];
@@ -373,8 +423,8 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
     }
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
-      if (score_order_) {
-        // Everything below a live, eligible node is no lower-scored: dominated.
+      if (score_order_ || c.bucket == sat_index()) {
+        // Everything below a covering node comes after it in the decision's order: dominated.
         if (covers) continue;
         push_candidate(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false});
       } else if (covers && ce.t == e.t) {
@@ -456,10 +506,10 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
 
 std::string LrfuIndex::validate() const {
   std::ostringstream err;
-  std::vector<uint32_t> live_count(nbuckets_, 0);
+  std::vector<uint32_t> live_count(heaps_.size(), 0);
   std::vector<uint32_t> found(ids_.size(), 0);
   size_t entries = 0;
-  for (unsigned b = 0; b < nbuckets_; ++b) {
+  for (unsigned b = 0; b < heaps_.size(); ++b) {
     const Heap &h = heaps_[b];
     entries += h.size();
     if (!h.is_heap()) err << "bucket " << b << " violates the heap order; ";
@@ -468,8 +518,11 @@ std::string LrfuIndex::validate() const {
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
       if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
-      if (bucket_search(e.s) != b || bucket_of(e.s) != b)
+      if (b == sat_index()) {
+        if (!saturated_at(e.t, sat_now_)) err << "id " << e.id << " in the saturated heap is not saturated; ";
+      } else if (bucket_search(e.s) != b || bucket_of(e.s) != b) {
         err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
+      }
       ++live_count[b];
       ++found[e.id];
     }
@@ -477,7 +530,7 @@ std::string LrfuIndex::validate() const {
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
-  for (unsigned b = 0; b < nbuckets_; ++b)
+  for (unsigned b = 0; b < heaps_.size(); ++b)
     if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";
   for (NodeId id : live_)
     if (found[id] != 1) err << "live id " << id << " has " << found[id] << " live entries; ";

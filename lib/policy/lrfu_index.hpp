@@ -31,6 +31,13 @@
 //     blocks of one score whose recency rounds to 1.0 tie exactly). Past the tables, bounds are
 //     inflated by a relative 1e-12 so that rounding in exp/pow can never prune the true victim.
 //     Every candidate is compared with the same lrfu_priority() the auditor uses.
+//   - saturated blocks leave the buckets: in touch mode with beta > 0, a block idle for at
+//     least sat_steps_ (where 1 - exp(-beta d) is exactly 1.0 from then on) has priority
+//     exactly 1 - score, whatever its age. Such blocks all tie on recency, so a bucket that
+//     mixes scores would bound each old block by the bucket's lowest score and a search would
+//     visit them one by one. A search moves each bucket's saturated roots (the oldest entries)
+//     into one more heap, ordered by the decision itself (priority 1 - score, then the
+//     tie-break), whose top is the best saturated block.
 // Updates are lazy: an access pushes a new entry and makes the old one stale (version check);
 // stale entries still bound their subtrees correctly and are dropped at the root and by a
 // compaction when they outnumber the live ones; a stale entry a victim search visits is removed
@@ -75,6 +82,7 @@ public:
     uint64_t compactions = 0;
     uint64_t search_compactions = 0;  // rebuilds because searches examined many entries
     uint64_t edge_moves = 0;
+    uint64_t saturated_moves = 0;   // blocks moved from a bucket to the saturated heap
     uint64_t audits = 0;
     uint64_t audit_disagreements = 0;  // must stay 0
   };
@@ -89,10 +97,18 @@ private:
     NodeId id;
     uint32_t version;
   };
+  // recency and score: the decision's tie-break orders (see the top of this file); saturated:
+  // the decision itself for blocks whose recency is exactly 1.0 (higher 1 - s first, then the
+  // recency tie-break).
+  enum class Order : uint8_t { recency, score, saturated };
   struct Less {
-    bool score_order = false;
+    Order order = Order::recency;
     bool operator()(const Entry &a, const Entry &b) const noexcept {
-      if (score_order) {
+      if (order == Order::saturated) {
+        const double pa = 1.0 - a.s, pb = 1.0 - b.s;
+        if (pa != pb) return pa > pb;
+      }
+      if (order == Order::score) {
         if (a.s != b.s) return a.s < b.s;
         if (a.t != b.t) return a.t < b.t;
       } else {
@@ -102,6 +118,7 @@ private:
       return a.key < b.key;
     }
   };
+  Less tie_break() const noexcept { return Less{score_order_ ? Order::score : Order::recency}; }
   using Heap = LazyHeap<Entry, Less>;
   struct Candidate {
     double bound;
@@ -124,7 +141,16 @@ private:
   double bucket_low(unsigned b) const noexcept { return edges_[b]; }
   // Move the bucket edges to quantiles of the live scores and rebuild every heap (O(n log n)
   // over a sample, O(n) for the rebuild); called from maybe_compact().
-  void rebuild(bool move_edges);
+  // With `replace` (or move_edges) every live block is placed again, saturated or not as of
+  // sat_now_.
+  void rebuild(bool move_edges, bool replace = false);
+  // The saturated heap is heaps_[nbuckets_]; a live block there has ids_[id].bucket == nbuckets_.
+  unsigned sat_index() const noexcept { return nbuckets_; }
+  bool saturated_at(uint64_t t, uint64_t now) const noexcept {
+    return sat_steps_ != 0 && now > t && now - t >= sat_steps_;
+  }
+  // Move every bucket's saturated roots to the saturated heap (and drop stale roots).
+  void move_saturated_roots(uint64_t now);
   bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
@@ -140,8 +166,13 @@ private:
   unsigned nbuckets_;
   bool score_order_;
   bool audit_;
-  std::vector<Heap> heaps_;
-  std::vector<uint32_t> live_in_bucket_;
+  // Idle steps from which recency is exactly 1.0 (touch mode, beta > 0, table saturated); 0:
+  // no saturated heap.
+  uint64_t sat_steps_ = 0;
+  // The step of the latest search: the saturated heap holds blocks saturated at this step.
+  uint64_t sat_now_ = 0;
+  std::vector<Heap> heaps_;  // nbuckets_ bucket heaps, then the saturated heap
+  std::vector<uint32_t> live_in_bucket_;  // per heap: the buckets, then the saturated heap
   // Lowest stored score of any entry (live or stale) in each bucket since its last compaction:
   // a tighter lower bound than the bucket's edge when a bucket holds few distinct scores (with
   // attention 1.0 every score is one of the levels 1-(1-alpha)^k).

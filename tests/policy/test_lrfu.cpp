@@ -358,6 +358,10 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
     std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f\n", sc.name, sc.max_blocks,
                 static_cast<unsigned long long>(sim.decisions), examined);
     EXPECT_LT(examined, 32.0) << sc.name << ": the victim search visits tied blocks";
+    // Touch mode with a saturating beta: idle blocks leave the buckets for the saturated heap.
+    if (sc.mode == ScoreMode::touch) {
+      EXPECT_GT(sim.index.stats().saturated_moves, 0u) << sc.name;
+    }
   }
 }
 
