@@ -39,6 +39,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
   heaps_.emplace_back(Less{Order::saturated});
+  roots_.assign(nbuckets_, Root{0, 0.0, true});
   live_in_bucket_.assign(nbuckets_ + 1, 0);
   min_score_.assign(nbuckets_ + 1, 2.0);
   edges_.resize(nbuckets_ + 1);
@@ -87,6 +88,8 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
   heaps_[b].push(e);
+  // A new root has the lowest t (recency order) or s (score order): only then is roots_[b] read.
+  if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) refresh_root(b);
   if (e.s < min_score_[b]) min_score_[b] = e.s;
   ++total_entries_;
 }
@@ -314,6 +317,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     double m = 2.0;
     for (size_t i = 0; i < h.size(); ++i) m = std::min(m, h[i].s);
     min_score_[b] = m;
+    if (b < nbuckets_) refresh_root(b);
   }
   ops_since_rebuild_ = 0;
   ++stats_.compactions;
@@ -321,42 +325,42 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
 
 void LrfuIndex::push_candidate(const Candidate &c) {
   cand_.push_back(c);
-  std::push_heap(cand_.begin(), cand_.end(), [](const Candidate &a, const Candidate &b) { return a.bound < b.bound; });
+  std::push_heap(cand_.begin(), cand_.end(), CandidateLess{});
 }
 
 LrfuIndex::Candidate LrfuIndex::pop_candidate() noexcept {
-  std::pop_heap(cand_.begin(), cand_.end(), [](const Candidate &a, const Candidate &b) { return a.bound < b.bound; });
+  std::pop_heap(cand_.begin(), cand_.end(), CandidateLess{});
   Candidate c = cand_.back();
   cand_.pop_back();
   return c;
 }
 
-void LrfuIndex::move_saturated_roots(uint64_t now) {
-  for (unsigned b = 0; b < nbuckets_; ++b) {
-    Heap &h = heaps_[b];
-    while (!h.empty()) {
-      const Entry &r = h.top();
-      if (stale(r)) {
-        h.pop();
-        --total_entries_;
-      } else if (saturated_at(r.t, now)) {
-        const Entry e = r;
-        h.pop();
-        heaps_[sat_index()].push(e);
-        ids_[e.id].bucket = sat_index();
-        ++stats_.saturated_moves;
-        --live_in_bucket_[b];
-        ++live_in_bucket_[sat_index()];
-      } else {
-        break;
-      }
+void LrfuIndex::take_roots(unsigned b, uint64_t now) {
+  Heap &h = heaps_[b];
+  while (!h.empty()) {
+    const Entry &r = h.top();
+    if (stale(r)) {
+      h.pop();
+      --total_entries_;
+    } else if (saturated_at(r.t, now)) {
+      sat_pending_.push_back(r);
+      h.pop();
+      --live_in_bucket_[b];
+    } else {
+      break;
     }
   }
-  Heap &sat = heaps_[sat_index()];
-  while (!sat.empty() && stale(sat.top())) {
-    sat.pop();
-    --total_entries_;
-  }
+  refresh_root(b);
+}
+
+// An upper bound on every block in bucket b: its scores are >= the bucket's lowest, its last
+// accesses no older than its root's.
+double LrfuIndex::bucket_bound(unsigned b, uint64_t now) const noexcept {
+  if (score_order_) return prio_d(roots_[b].s, 0);
+  const uint64_t d = now > roots_[b].t ? now - roots_[b].t : 0;
+  const double p = prio_d(std::max(bucket_low(b), min_score_[b]), d);
+  if (d <= exact_bound_steps_) return p;
+  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
 NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
@@ -369,25 +373,55 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
     }
     sat_now_ = now;
   }
-  move_saturated_roots(now);
+  Heap &sat = heaps_[sat_index()];
+  while (!sat.empty() && stale(sat.top())) {
+    sat.pop();
+    --total_entries_;
+  }
+  // Every bucket is a candidate, bounded from its root's record without reading its heap (most
+  // searches end after a bucket or two: the rest are never read); the saturated heap's root is
+  // one too. Gathered, then ordered once (O(B), not B pushes).
   cand_.clear();
-  for (unsigned b = 0; b < nbuckets_; ++b) {
-    const Heap &h = heaps_[b];
-    if (h.empty()) continue;
-    const Entry &r = h.top();
-    push_candidate(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(b, r.t, now)), b, 0, false});
-  }
-  if (!heaps_[sat_index()].empty()) {
-    const Entry &r = heaps_[sat_index()].top();
-    push_candidate(Candidate{prio(r.s, r.t, now), sat_index(), 0, false});
-  }
+  for (unsigned b = 0; b < nbuckets_; ++b)
+    if (!roots_[b].empty) cand_.push_back(Candidate{bucket_bound(b, now), b, 0, false, true});
+  if (!sat.empty()) cand_.push_back(Candidate{prio(sat.top().s, sat.top().t, now), sat_index(), 0, false, false});
+  std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
 
   bool have_best = false;
   double best_p = 0;
   Entry best{};
   const Less less = tie_break();
+  // Offer a live block: it becomes the best when it would beat the best one found and is
+  // eligible (asked only then). True when nothing its order puts after it can beat the best
+  // (see `covers` below): it did not beat the best, or it became the best.
+  auto offer = [&](const Entry &e, double p) {
+    if (have_best && !(p > best_p || (p == best_p && less(e, best)))) return true;
+    if (!eligible(e.id)) return false;
+    have_best = true;
+    best_p = p;
+    best = e;
+    return true;
+  };
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
+    if (c.whole_bucket) {
+      if (have_best) {
+        if (c.bound < best_p) break;
+        // A tie at the bound: every block of the bucket comes after its root's t (s in score order).
+        if (c.bound == best_p && (score_order_ ? best.s < roots_[c.bucket].s : best.t < roots_[c.bucket].t)) continue;
+      }
+      // The bucket's heap is read from here on: its stale roots go, its saturated roots (live,
+      // priority exactly 1 - s) are offered now and join the saturated heap after the search.
+      const size_t taken = sat_pending_.size();
+      take_roots(c.bucket, now);
+      for (size_t i = taken; i < sat_pending_.size(); ++i) offer(sat_pending_[i], prio(sat_pending_[i].s, sat_pending_[i].t, now));
+      const Heap &h = heaps_[c.bucket];
+      if (h.empty()) continue;
+      const Entry &r = h.top();
+      push_candidate(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket, r.t, now)),
+                               c.bucket, 0, false, false});
+      continue;
+    }
     const Heap &h = heaps_[c.bucket];
     const Entry &e = h[c.index];
     if (have_best) {
@@ -410,28 +444,18 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
     // and is no higher in priority does not beat it either); or when e becomes the best. So
     // eligibility, a read of the caller's state, is asked only of a block that would win.
     bool covers = c.dominated_same_step;
-    if (!covers && !stale(e)) {
-      const double p = prio(e.s, e.t, now);
-      if (have_best && !(p > best_p || (p == best_p && less(e, best)))) {
-        covers = true;
-      } else if (eligible(e.id)) {
-        have_best = true;
-        best_p = p;
-        best = e;
-        covers = true;
-      }
-    }
+    if (!covers && !stale(e)) covers = offer(e, prio(e.s, e.t, now));
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
       if (score_order_ || c.bucket == sat_index()) {
         // Everything below a covering node comes after it in the decision's order: dominated.
         if (covers) continue;
-        push_candidate(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false});
+        push_candidate(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false, false});
       } else if (covers && ce.t == e.t) {
         double nb = newer_bound(c.bucket, ce.t, now);
-        if (nb != kNegInf) push_candidate(Candidate{nb, c.bucket, ch, true});
+        if (nb != kNegInf) push_candidate(Candidate{nb, c.bucket, ch, true, false});
       } else {
-        push_candidate(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false});
+        push_candidate(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false, false});
       }
     }
   }
@@ -447,6 +471,13 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
   // rebuild, the heaps are rebuilt and the edges refitted (O(n), paid for by those entries).
   // The victim is already chosen and does not change.
   remove_stale_seen();
+  for (const Entry &e : sat_pending_) {
+    sat.push(e);
+    ids_[e.id].bucket = sat_index();
+    ++live_in_bucket_[sat_index()];
+    ++stats_.saturated_moves;
+  }
+  sat_pending_.clear();
   if (examined_since_rebuild_ > 2 * live_.size() + 64) {
     ++stats_.search_compactions;
     rebuild(nbuckets_ > 1);
@@ -469,6 +500,7 @@ void LrfuIndex::remove_stale_seen() noexcept {
     const Entry &e = h[s.index];
     if (e.id != s.id || e.version != s.version || !stale(e)) continue;
     h.remove_at(s.index);
+    if (s.bucket < nbuckets_) refresh_root(s.bucket);  // the entry that fills the place may rise to the root
     --total_entries_;
   }
   stale_seen_.clear();
@@ -526,6 +558,16 @@ std::string LrfuIndex::validate() const {
       ++live_count[b];
       ++found[e.id];
     }
+  }
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    const Heap &h = heaps_[b];
+    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
+      err << "bucket " << b << "'s root record disagrees with its heap; ";
+  }
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    const Heap &h = heaps_[b];
+    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
+      err << "bucket " << b << "'s root record disagrees with its heap; ";
   }
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";

@@ -125,6 +125,10 @@ private:
     uint32_t bucket;
     uint32_t index;
     bool dominated_same_step;  // parent was a live, eligible block of the same step
+    bool whole_bucket;         // the bucket itself, bounded from roots_ (its heap not yet read)
+  };
+  struct CandidateLess {
+    bool operator()(const Candidate &a, const Candidate &b) const noexcept { return a.bound < b.bound; }
   };
 
   unsigned bucket_of(double s) const noexcept;      // through the cell hints below
@@ -149,8 +153,21 @@ private:
   bool saturated_at(uint64_t t, uint64_t now) const noexcept {
     return sat_steps_ != 0 && now > t && now - t >= sat_steps_;
   }
-  // Move every bucket's saturated roots to the saturated heap (and drop stale roots).
-  void move_saturated_roots(uint64_t now);
+  // Drop bucket b's stale roots and take its saturated ones into sat_pending_, then refresh
+  // roots_[b]. Only while no candidate refers into bucket b's heap.
+  void take_roots(unsigned b, uint64_t now);
+  // Each bucket heap's root (lowest t in recency order, lowest s in score order): what a search
+  // bounds a whole bucket by without reading its heap. Refreshed whenever a root may change.
+  struct Root {
+    uint64_t t;
+    double s;
+    bool empty;
+  };
+  void refresh_root(unsigned b) noexcept {
+    const Heap &h = heaps_[b];
+    roots_[b] = h.empty() ? Root{0, 0.0, true} : Root{h.top().t, h.top().s, false};
+  }
+  double bucket_bound(unsigned b, uint64_t now) const noexcept;
   bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
@@ -172,6 +189,8 @@ private:
   // The step of the latest search: the saturated heap holds blocks saturated at this step.
   uint64_t sat_now_ = 0;
   std::vector<Heap> heaps_;  // nbuckets_ bucket heaps, then the saturated heap
+  std::vector<Root> roots_;  // per bucket heap
+  std::vector<Entry> sat_pending_;  // saturated roots a search took, pushed to the saturated heap after it
   std::vector<uint32_t> live_in_bucket_;  // per heap: the buckets, then the saturated heap
   // Lowest stored score of any entry (live or stale) in each bucket since its last compaction:
   // a tighter lower bound than the bucket's edge when a bucket holds few distinct scores (with
