@@ -83,6 +83,13 @@ public:
   // restored or reset by the persist setting). `next_use` is the index of the block's next
   // reference (UINT64_MAX: never), used by OPT only. The clock is advanced by step().
   ReferenceResult reference(const Key &key, float attention, uint64_t next_use);
+  // reference(keys[i], attention[i], next_use[i]) for every i in order (a request's blocks),
+  // with the same results and states, under one lock acquisition, the store lookups of later
+  // references prefetched while earlier ones run. attention (null: 1.0 each) and next_use
+  // (null: UINT64_MAX each) are checked first: an attention outside [0, 1] throws before any
+  // reference is taken, naming its position. out receives n results.
+  void reference_many(const Key *keys, const float *attention, const uint64_t *next_use, size_t n,
+                      ReferenceResult *out);
 
   // Batch calls (lib/runtime/batch.cpp). Each checks the whole batch first and applies none of
   // it on an error (the thrown Error names the position of the entry that was wrong).

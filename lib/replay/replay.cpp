@@ -141,6 +141,8 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
   detail::IdSet unique(count_unique ? 1u << 16 : 0);
 
   trace::Request q;
+  std::vector<Key> keys;
+  std::vector<ReferenceResult> results;
   uint64_t ref = 0, bypassed = 0, next_progress = kProgressEvery;
   bool first = true;
   uint64_t prev_step = 0;
@@ -156,15 +158,16 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
     const size_t n = q.blocks.size();
     if (count_unique)
       for (uint64_t id : q.blocks) unique.insert(id);
-    for (size_t i = 0; i < n; ++i, ++ref) {
-      uint64_t nu = kNever;
-      if (opt) {
-        if (ref >= next_n)
-          fail(CXLT_ERROR_INVALID_ARGUMENT, o.trace, ": the OPT next-use table holds ", next_n,
-               " references but the trace has more (was it changed during the replay?)");
-        nu = next[ref];
-      }
-      ReferenceResult res = rt->reference(key_from_trace_id(q.blocks[i]), attn ? q.attention[i] : 1.0f, nu);
+    if (opt && next_n - ref < n)
+      fail(CXLT_ERROR_INVALID_ARGUMENT, o.trace, ": the OPT next-use table holds ", next_n,
+           " references but the trace has more (was it changed during the replay?)");
+    // The request's references in one call: the runtime prefetches the later ones' state.
+    keys.resize(n);
+    results.resize(n);
+    for (size_t i = 0; i < n; ++i) keys[i] = key_from_trace_id(q.blocks[i]);
+    rt->reference_many(keys.data(), attn ? q.attention.data() : nullptr, opt ? next + ref : nullptr, n, results.data());
+    ref += n;
+    for (const ReferenceResult &res : results) {
       if (res.hit_tier >= 0) {
         ++tier_hits[static_cast<size_t>(res.hit_tier)];
       } else if (!res.admitted) {

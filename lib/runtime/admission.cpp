@@ -262,6 +262,41 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
     fail(CXLT_ERROR_INVALID_ARGUMENT, "reference: attention = ", attention, " is outside [0, 1]");
   std::unique_lock lk(m.mu);
   m.drain_accesses();
+  return m.reference_locked(lk, key, attention, next_use);
+}
+
+void Runtime::reference_many(const Key *keys, const float *attention, const uint64_t *next_use, size_t n,
+                             ReferenceResult *out) {
+  Impl &m = *impl_;
+  if (n == 0) return;
+  if (keys == nullptr || out == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "reference_many: keys and out must not be null");
+  if (attention != nullptr)
+    for (size_t i = 0; i < n; ++i)
+      if (!(attention[i] >= 0.0f && attention[i] <= 1.0f))
+        fail(CXLT_ERROR_INVALID_ARGUMENT, "reference_many: attention[", i, "] = ", attention[i], " is outside [0, 1]");
+  std::unique_lock lk(m.mu);
+  m.drain_accesses();
+  // Three stages ahead of the reference being taken: the key's home slot, then the entry the
+  // slot names, then the index record of the tier the entry names (each once the line before
+  // it has had time to arrive). A hint that went stale (the store grew) costs nothing.
+  constexpr size_t kSlotAhead = 12, kEntryAhead = 6, kIndexAhead = 3;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kSlotAhead < n) m.store->prefetch_home(keys[i + kSlotAhead]);
+    if (i + kEntryAhead < n) {
+      const NodeId id = m.store->peek_home(keys[i + kEntryAhead]);
+      if (id != kNoNode) m.prefetch_access(id, false);
+    }
+    if (i + kIndexAhead < n) {
+      const NodeId id = m.store->peek_home(keys[i + kIndexAhead]);
+      if (id != kNoNode) m.prefetch_access(id, true);
+    }
+    out[i] = m.reference_locked(lk, keys[i], attention ? attention[i] : 1.0f, next_use ? next_use[i] : UINT64_MAX);
+  }
+}
+
+ReferenceResult Runtime::Impl::reference_locked(std::unique_lock<std::mutex> &lk, const Key &key, float attention,
+                                                uint64_t next_use) {
+  Impl &m = *this;
   ReferenceResult res;
   NodeId id = m.find_or_insert(key);
   while ((*m.store)[id].res.flags & kFlagAdmitting) {  // another thread places it with the lock released

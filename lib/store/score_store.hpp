@@ -84,6 +84,14 @@ public:
       i = (i + 1) & mask_;
     }
   }
+  // Hints for a lookup of `key` soon (a batch looks ahead): prefetch its home slot; later, the
+  // id in that slot when the tag matches (no probing, no key comparison: a guess to prefetch
+  // the entry by, never an answer).
+  void prefetch_home(const Key &key) const noexcept { __builtin_prefetch(&table_[home(key)]); }
+  NodeId peek_home(const Key &key) const noexcept {
+    const Slot &s = table_[home(key)];
+    return s.tag == tag(key) ? s.id : kNoNode;
+  }
   // Insert a fresh (zero) state for a key that is not present. When the store is full, the
   // non-resident state that matters least is forgotten first and its NodeId reused; *forgotten
   // is that id (kNoNode if none), so the caller can tell the policies. Throws

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <vector>
 
@@ -350,6 +351,60 @@ TEST(Runtime, ReferencePathForReplay) {
   Block b;
   EXPECT_TRUE(rt->lookup(K(3), &b));
   EXPECT_EQ(b.data, nullptr) << "the null backend holds no bytes";
+}
+
+// reference_many is reference() in order: the same results and the same end state, on a
+// stream with repeats (hits, misses, evictions across one call) and random attention.
+TEST(Runtime, ReferenceManyMatchesReferenceOneByOne) {
+  RuntimeConfig cfg = three_tier_config(8, 0, 0, "null");
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;
+  auto one = Runtime::open(cfg);
+  auto many = Runtime::open(cfg);
+  std::mt19937_64 rng(11);
+  for (int request = 0; request < 200; ++request) {
+    const size_t n = 1 + rng() % 40;
+    std::vector<Key> keys(n);
+    std::vector<float> attn(n);
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = K(rng() % 30);
+      attn[i] = static_cast<float>(rng() % 1001) / 1000.0f;
+    }
+    std::vector<ReferenceResult> out(n);
+    many->reference_many(keys.data(), attn.data(), nullptr, n, out.data());
+    for (size_t i = 0; i < n; ++i) {
+      const ReferenceResult r = one->reference(keys[i], attn[i], UINT64_MAX);
+      ASSERT_EQ(out[i].hit_tier, r.hit_tier) << "request " << request << " position " << i;
+      ASSERT_EQ(out[i].admitted, r.admitted) << "request " << request << " position " << i;
+      ASSERT_EQ(out[i].restored, r.restored) << "request " << request << " position " << i;
+    }
+    one->step();
+    many->step();
+  }
+  for (uint64_t k = 0; k < 30; ++k) {
+    cxlt_policy_state_t a{}, b{};
+    const bool in_a = one->policy_state(K(k), &a), in_b = many->policy_state(K(k), &b);
+    ASSERT_EQ(in_a, in_b) << k;
+    EXPECT_EQ(a.score, b.score) << k;
+    EXPECT_EQ(a.last_access_step, b.last_access_step) << k;
+    EXPECT_EQ(a.accesses, b.accesses) << k;
+    EXPECT_EQ(a.tier, b.tier) << k;
+  }
+  EXPECT_EQ(many->validate(), "");
+  // An attention outside [0, 1] is refused before any reference is taken, naming its place.
+  const cxlt_stats_t before = many->stats();
+  Key bad_keys[3] = {K(100), K(101), K(102)};
+  float bad_attn[3] = {0.5f, 0.5f, 1.5f};
+  ReferenceResult out[3];
+  try {
+    many->reference_many(bad_keys, bad_attn, nullptr, 3, out);
+    FAIL() << "accepted attention 1.5";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code(), CXLT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("attention[2]"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(many->stats().misses, before.misses);
+  EXPECT_FALSE(many->lookup(K(100), nullptr));
 }
 
 TEST(Runtime, ConfigErrorsNameTheField) {
