@@ -46,6 +46,7 @@
 // priority is within the bucket width of the victim's, typically a few dozen.
 #pragma once
 
+#include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 #include "lib/policy/lazy_heap.hpp"
 
@@ -223,7 +224,7 @@ private:
     uint32_t unused;
   };
   static_assert(sizeof(PerId) == 48);
-  std::vector<PerId> ids_;
+  PodVector<PerId> ids_;
   std::vector<NodeId> live_;
 
   std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity

@@ -16,6 +16,7 @@
 // Not thread-safe: the runtime serialises access under its own lock.
 #pragma once
 
+#include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 
 #include <cxltier/key.hpp>
@@ -172,7 +173,7 @@ private:
   NodeId allocate_id();
 
   StoreOptions opt_;
-  std::vector<StoreEntry> entries_;
+  PodVector<StoreEntry> entries_;
   std::vector<uint8_t> in_use_;
   std::vector<NodeId> free_ids_;
   std::vector<Slot> table_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Keys, geometry and the unit parsers.
 #include "lib/core/fast_div.hpp"
+#include "lib/core/pod_vector.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
@@ -8,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
+#include <vector>
 
 using namespace cxltier;
 
@@ -113,4 +116,50 @@ TEST(FastDiv, QuotientIsTheDivideOnEdgesAndRandomValues) {
   for (uint32_t d = 1; d <= 4096; ++d) check(d);
   for (int i = 0; i < 20000; ++i) check(1 + static_cast<uint32_t>(rng() % UINT32_MAX));
   check(UINT32_MAX);
+}
+
+// PodVector against std::vector through growth past the mmap threshold (where realloc moves pages
+// instead of copying): the same elements in the same places, and a move leaves the source empty.
+TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
+  struct Rec {
+    uint64_t a;
+    double b;
+    uint32_t c;
+  };
+  PodVector<Rec> pod;
+  std::vector<Rec> ref;
+  std::mt19937_64 rng(5);
+  const Rec fill{7, 0.5, 9};
+  while (ref.size() < (3u << 20)) {  // 72 MiB of 24-byte records: past glibc's 32 MiB mmap threshold
+    if (rng() % 3 == 0) {
+      const size_t n = ref.size() + 1 + rng() % 100000;
+      pod.resize(n, fill);
+      ref.resize(n, fill);
+    } else {
+      const Rec r{rng(), static_cast<double>(rng() % 1000), static_cast<uint32_t>(rng())};
+      pod.push_back(r);
+      ref.push_back(r);
+    }
+    pod.emplace_back() = Rec{1, 2.0, 3};
+    ref.push_back(Rec{1, 2.0, 3});
+  }
+  ASSERT_EQ(pod.size(), ref.size());
+  EXPECT_GE(pod.capacity(), pod.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(pod[i].a, ref[i].a) << i;
+    ASSERT_EQ(pod[i].b, ref[i].b) << i;
+    ASSERT_EQ(pod[i].c, ref[i].c) << i;
+  }
+  PodVector<Rec> moved(std::move(pod));
+  EXPECT_EQ(moved.size(), ref.size());
+  EXPECT_EQ(pod.size(), 0u);  // NOLINT(bugprone-use-after-move): a moved-from PodVector is empty
+  EXPECT_EQ(pod.data(), nullptr);
+  pod = std::move(moved);
+  EXPECT_EQ(pod.size(), ref.size());
+  EXPECT_EQ(pod[ref.size() - 1].a, ref.back().a);
+  size_t n = 0;
+  for (const Rec &r : pod) n += r.c == 3;
+  EXPECT_EQ(n, static_cast<size_t>(std::count_if(ref.begin(), ref.end(), [](const Rec &r) { return r.c == 3; })));
+  pod.clear();
+  EXPECT_TRUE(pod.empty());
 }
