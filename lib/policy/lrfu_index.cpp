@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -36,6 +37,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
   heaps_.reserve(nbuckets_ + 1);
+  levels_.reserve(nbuckets_ / 2);
   stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
   heaps_.emplace_back(Less{Order::saturated});
@@ -84,6 +86,24 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
     if (recency_table_[d] < recency_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
   for (size_t d = 1; d < decay_table_.size(); ++d)
     if (decay_table_[d] > decay_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
+}
+
+// A score outside every one-value bucket while the edges follow levels: remembered, and the
+// next search refits the edges (at most nbuckets_ / 2 levels; past that, quantiles).
+void LrfuIndex::note_level(unsigned b, double s) noexcept {
+  if (levels_.empty() || (edges_[b] == s && edges_[b + 1] == std::nextafter(s, 2.0))) return;
+  const auto at = std::lower_bound(levels_.begin(), levels_.end(), s);
+  if (at != levels_.end() && *at == s) return;  // noted already; the refit is pending
+  if (2 * levels_.size() + 3 <= nbuckets_) {
+    levels_.insert(at, s);  // within its reserved capacity
+  } else {
+    // More levels than buckets (a small alpha takes hundreds of accesses to reach 1.0): the
+    // edges are quantiles from the next refit on, for good, so that levels do not keep
+    // switching the mode and refitting.
+    levels_.clear();
+    levels_off_ = true;
+  }
+  levels_dirty_ = true;
 }
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
@@ -198,6 +218,7 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
   cxlt_assert(ids_[id].bucket == kNoBucket);
   uint32_t v = ++ids_[id].version;
   unsigned b = bucket_of(st.score);
+  note_level(b, st.score);
   ids_[id].s = st.score;
   ids_[id].t = st.last_access;
   ids_[id].key = key;
@@ -225,6 +246,7 @@ void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
   uint32_t v = ++ids_[id].version;
   unsigned b = bucket_of(st.score);
+  note_level(b, st.score);
   --live_in_bucket_[ids_[id].bucket];
   ++live_in_bucket_[b];
   ids_[id].bucket = b;
@@ -278,25 +300,46 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     for (size_t i = 0; i < live_.size(); i += stride)
       if (!saturated_at(ids_[live_[i]].t, sat_now_)) sample.push_back(ids_[live_[i]].s);
     std::sort(sample.begin(), sample.end());
-    std::vector<double> e;
-    e.reserve(nbuckets_ + 1);
-    e.push_back(0.0);
-    for (unsigned k = 1; k < nbuckets_ && !sample.empty(); ++k) {
-      double q = sample[k * sample.size() / nbuckets_];
-      if (q > e.back()) {
-        // A value shared by many blocks gets a bucket of its own: [q, next representable).
-        e.push_back(q);
-        if (e.size() < nbuckets_) e.push_back(std::nextafter(q, 2.0));
+    // Few distinct scores (an access without attention counts 1.0, so scores are the levels
+    // 1 - (1-alpha)^k): each gets a bucket of its own, [v, next representable). A bucket that
+    // held two levels bounded the higher level's blocks by the lower one, and a search walked
+    // them (seen at alpha 0.5, where 0.875 and 0.9375 shared one). The levels are those of the
+    // sample and every level seen since (note_level), which a sample of the live blocks misses
+    // when its blocks are the ones evicted first.
+    std::vector<double> levels;
+    levels.reserve(nbuckets_);
+    std::set_union(sample.begin(), sample.end(), levels_.begin(), levels_.end(), std::back_inserter(levels));
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    levels_.clear();
+    if (!sample.empty() || !levels.empty()) {
+      std::vector<double> e;
+      e.reserve(nbuckets_ + 1);
+      e.push_back(0.0);
+      if (!levels_off_ && 2 * levels.size() + 1 <= nbuckets_) {
+        for (double v : levels) {
+          if (v > e.back()) e.push_back(v);
+          e.push_back(std::nextafter(v, 2.0));
+        }
+        levels_.assign(levels.begin(), levels.end());
+      } else {
+        for (unsigned k = 1; k < nbuckets_; ++k) {
+          double q = sample[k * sample.size() / nbuckets_];
+          if (q > e.back()) {
+            // A value shared by many blocks gets a bucket of its own: [q, next representable).
+            e.push_back(q);
+            if (e.size() < nbuckets_) e.push_back(std::nextafter(q, 2.0));
+          }
+        }
       }
+      while (e.size() > nbuckets_) e.pop_back();
+      // Fewer distinct quantiles than buckets: the unused buckets get +inf edges and stay empty;
+      // the last used bucket runs to +inf.
+      while (e.size() < nbuckets_ + 1) e.push_back(std::numeric_limits<double>::infinity());
+      edges_ = std::move(e);
+      refresh_bucket_hints();
+      ++stats_.edge_moves;
     }
-    while (e.size() > nbuckets_) e.pop_back();
-    // Fewer distinct quantiles than buckets: the unused buckets get +inf edges and stay empty;
-    // the last used bucket runs to +inf.
-    while (e.size() < nbuckets_ + 1) e.push_back(std::numeric_limits<double>::infinity());
-    edges_ = std::move(e);
-    refresh_bucket_hints();
     rebuilds_since_edges_ = 0;
-    ++stats_.edge_moves;
   }
   if (move_edges || replace) {
     // Every live block goes to its (new) bucket or the saturated heap; stale entries are dropped.
@@ -372,6 +415,13 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
       rebuild(false, true);
     }
     sat_now_ = now;
+  }
+  // A refit for new levels waits for live/16 updates since the last rebuild: O(1) amortized
+  // even when levels keep coming.
+  if (levels_dirty_ && ops_since_rebuild_ >= live_.size() / 16) {
+    levels_dirty_ = false;
+    ++stats_.level_refits;
+    rebuild(nbuckets_ > 1);
   }
   Heap &sat = heaps_[sat_index()];
   while (!sat.empty() && stale(sat.top())) {

@@ -84,6 +84,7 @@ public:
     uint64_t search_compactions = 0;  // rebuilds because searches examined many entries
     uint64_t edge_moves = 0;
     uint64_t saturated_moves = 0;   // blocks moved from a bucket to the saturated heap
+    uint64_t level_refits = 0;      // edge refits for a score level not seen before
     uint64_t audits = 0;
     uint64_t audit_disagreements = 0;  // must stay 0
   };
@@ -199,6 +200,12 @@ private:
   std::vector<double> min_score_;
   std::vector<double> edges_;      // nbuckets_ + 1 ascending lower edges; edges_[nbuckets_] = +inf
   std::vector<uint16_t> bucket_hint_;  // kCells entries (8 KiB)
+  // While the edges give each score level a bucket of its own (few distinct scores): the
+  // levels, ascending, and whether a score outside them was seen since the last refit.
+  std::vector<double> levels_;
+  bool levels_dirty_ = false;
+  bool levels_off_ = false;  // more levels than buckets were seen: quantile edges from then on
+  void note_level(unsigned b, double s) noexcept;
   uint64_t rebuilds_since_edges_ = 0;
   uint64_t ops_since_rebuild_ = 0;
   // f(d) = 1 - exp(-beta d) and (1-alpha)^d for small d, computed with the very expressions

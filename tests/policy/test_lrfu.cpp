@@ -355,13 +355,20 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
     ASSERT_TRUE(sim.run(per)) << sc.name;
     EXPECT_EQ(sim.index.stats().audit_disagreements, 0u);
     const double examined = double(sim.index.stats().entries_examined) / double(std::max<uint64_t>(1, sim.index.stats().victims));
-    std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f\n", sc.name, sc.max_blocks,
-                static_cast<unsigned long long>(sim.decisions), examined);
+    std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f, level refits %llu\n", sc.name,
+                sc.max_blocks, static_cast<unsigned long long>(sim.decisions), examined,
+                static_cast<unsigned long long>(sim.index.stats().level_refits));
     EXPECT_LT(examined, 32.0) << sc.name << ": the victim search visits tied blocks";
     // Touch mode with a saturating beta: idle blocks leave the buckets for the saturated heap.
     if (sc.mode == ScoreMode::touch) {
       EXPECT_GT(sim.index.stats().saturated_moves, 0u) << sc.name;
     }
+    // Attention 1.0 gives few distinct scores: each gets a bucket, refitted when a new one shows
+    // up, and at most once per bucket pair before the edges fall back to quantiles for good.
+    if (sc.attention_kind == 1 && sc.mode == ScoreMode::touch) {
+      EXPECT_GT(sim.index.stats().level_refits, 0u) << sc.name;
+    }
+    EXPECT_LE(sim.index.stats().level_refits, sc.buckets / 2 + 1) << sc.name;
   }
 }
 
