@@ -279,7 +279,10 @@ void LrfuIndex::maybe_compact() {
 }
 
 // The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.
+// Never while each level has a bucket of its own: a crowded level is one value, which no
+// refit would split (new levels refit through note_level).
 bool LrfuIndex::buckets_lopsided() const noexcept {
+  if (!levels_.empty()) return false;
   const uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.begin() + nbuckets_);
   const size_t in_buckets = live_.size() - live_in_bucket_[sat_index()];
   return fullest > 4 * in_buckets / nbuckets_ + 64;
