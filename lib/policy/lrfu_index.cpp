@@ -91,7 +91,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
 // A score outside every one-value bucket while the edges follow levels: remembered, and the
 // next search refits the edges (at most nbuckets_ / 2 levels; past that, quantiles).
 void LrfuIndex::note_level(unsigned b, double s) noexcept {
-  if (levels_.empty() || (edges_[b] == s && edges_[b + 1] == std::nextafter(s, 2.0))) return;
+  if (levels_.empty() || one_value_[b]) return;
   const auto at = std::lower_bound(levels_.begin(), levels_.end(), s);
   if (at != levels_.end() && *at == s) return;  // noted already; the refit is pending
   if (2 * levels_.size() + 3 <= nbuckets_) {
@@ -163,6 +163,8 @@ void LrfuIndex::refresh_bucket_hints() {
     while (b + 1 < nbuckets_ && edges_[b + 1] <= low) ++b;
     bucket_hint_[c] = static_cast<uint16_t>(b);
   }
+  one_value_.resize(nbuckets_);
+  for (unsigned k = 0; k < nbuckets_; ++k) one_value_[k] = edges_[k + 1] == std::nextafter(edges_[k], 2.0);
 }
 
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
@@ -314,11 +316,12 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     std::set_union(sample.begin(), sample.end(), levels_.begin(), levels_.end(), std::back_inserter(levels));
     levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
     levels_.clear();
-    if (!sample.empty() || !levels.empty()) {
+    const bool use_levels = !levels_off_ && !levels.empty() && 2 * levels.size() + 1 <= nbuckets_;
+    if (use_levels || !sample.empty()) {
       std::vector<double> e;
       e.reserve(nbuckets_ + 1);
       e.push_back(0.0);
-      if (!levels_off_ && 2 * levels.size() + 1 <= nbuckets_) {
+      if (use_levels) {
         for (double v : levels) {
           if (v > e.back()) e.push_back(v);
           e.push_back(std::nextafter(v, 2.0));
@@ -360,10 +363,11 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     Heap &h = heaps_[b];
     h.compact([this](const Entry &e) { return !stale(e); });
     total_entries_ += h.size();
+    if (b == sat_index()) break;  // the saturated heap's bounds are its entries' own priorities
     double m = 2.0;
     for (size_t i = 0; i < h.size(); ++i) m = std::min(m, h[i].s);
     min_score_[b] = m;
-    if (b < nbuckets_) refresh_root(b);
+    refresh_root(b);
   }
   ops_since_rebuild_ = 0;
   ++stats_.compactions;

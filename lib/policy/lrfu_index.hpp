@@ -200,6 +200,7 @@ private:
   std::vector<double> min_score_;
   std::vector<double> edges_;      // nbuckets_ + 1 ascending lower edges; edges_[nbuckets_] = +inf
   std::vector<uint16_t> bucket_hint_;  // kCells entries (8 KiB)
+  std::vector<uint8_t> one_value_;     // per bucket: its edges admit one score, [v, next double)
   // While the edges give each score level a bucket of its own (few distinct scores): the
   // levels, ascending, and whether a score outside them was seen since the last refit.
   std::vector<double> levels_;

@@ -279,15 +279,18 @@ void Runtime::reference_many(const Key *keys, const float *attention, const uint
   // Three stages ahead of the reference being taken: the key's home slot, then the entry the
   // slot names, then the index record of the tier the entry names (each once the line before
   // it has had time to arrive). A hint that went stale (the store grew) costs nothing.
+  // The id a slot named is kept (a ring of kEntryAhead) for the third stage.
   constexpr size_t kSlotAhead = 12, kEntryAhead = 6, kIndexAhead = 3;
+  NodeId ahead[kEntryAhead];
   for (size_t i = 0; i < n; ++i) {
     if (i + kSlotAhead < n) m.store->prefetch_home(keys[i + kSlotAhead]);
     if (i + kEntryAhead < n) {
       const NodeId id = m.store->peek_home(keys[i + kEntryAhead]);
+      ahead[(i + kEntryAhead) % kEntryAhead] = id;
       if (id != kNoNode) m.prefetch_access(id, false);
     }
-    if (i + kIndexAhead < n) {
-      const NodeId id = m.store->peek_home(keys[i + kIndexAhead]);
+    if (i + kIndexAhead < n && i + kIndexAhead >= kEntryAhead) {
+      const NodeId id = ahead[(i + kIndexAhead) % kEntryAhead];
       if (id != kNoNode) m.prefetch_access(id, true);
     }
     out[i] = m.reference_locked(lk, keys[i], attention ? attention[i] : 1.0f, next_use ? next_use[i] : UINT64_MAX);
