@@ -44,6 +44,7 @@ struct RunOptions {
   uint32_t active = 12;
   bool json = false;
   bool quiet = false;
+  bool settle = false;  // wait for the mover to go idle after every step
   std::string workload = "decode";
 };
 
@@ -202,7 +203,7 @@ struct PrefillCounters {
   uint64_t verified = 0, integrity_errors = 0;
 };
 
-void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &c) {
+void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, bool settle, PrefillCounters &c) {
   struct Request {
     std::vector<Key> keys;  // system prompt blocks, then its own
     size_t own_from = 0;
@@ -318,6 +319,7 @@ void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &
       }
     }
     rt.step();
+    if (settle) rt.wait_idle(-1);
   }
   rt.wait_idle(-1);
   for (auto &[k, t] : verified_tier) {  // the end: every resident block checked once more
@@ -335,7 +337,7 @@ void prefill_burst(Runtime &rt, uint64_t steps, uint64_t seed, PrefillCounters &
 int run_prefill_burst(Runtime &rt, const RunOptions &o) {
   PrefillCounters c;
   auto t0 = std::chrono::steady_clock::now();
-  prefill_burst(rt, o.steps, o.seed, c);
+  prefill_burst(rt, o.steps, o.seed, o.settle, c);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const cxlt_stats_t s = rt.stats();
   const std::string validation = rt.validate();
@@ -469,6 +471,7 @@ int run(const RunOptions &o) {
       c.touches += e - s;
     }
     rt->step();
+    if (o.settle) rt->wait_idle(-1);
     ++done;
     auto now = std::chrono::steady_clock::now();
     if (!o.quiet && (now - last_progress > std::chrono::milliseconds(tty ? 250 : 5000) || done == o.steps)) {
@@ -620,5 +623,8 @@ static cxltier::cli::Registrar reg(20, [](CLI::App &app) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("--quiet", o->quiet, "No progress line");
+  sub->add_flag("--settle", o->settle,
+                "Wait for the background mover to go idle after every step, so the tiers are in policy order "
+                "when the next step begins (the hits then depend little on the machine's speed)");
   return [o]() { return run(*o); };
 });

@@ -366,13 +366,12 @@ TEST(RunCli, EndOfRunCheckIsNotRacedByTheBackgroundMover) {
 // hold of the default 5 MiB blocks (51, 102, 204), 200 steps, on seeds 1 (the default) to 10.
 // At the end no pair of blocks is out of order (exact: the mover's last pass orders them), and
 // the hits per resident block fall with tier rank (the hot blocks were served from the fast
-// tiers). The hits are averaged over the whole run, while the background mover reorders the
-// tiers between steps at its own pace, so how far tier 0 leads tier 1 depends on how fast the
-// run is against the mover's passes: with 256 KiB blocks (runs under a second) tier 1 came out
-// above tier 0 in 1 of about 35 runs; with 0.5 MiB blocks it happened twice more in suite
-// runs (seed 8 at load 9; seed 4, a run of 1 s: 143.4 against 144.2 hits). So tier 0 must
-// not trail tier 1 by more than 2 %, and tier 2 (about a sixth of tier 1's hits in these runs)
-// must trail tier 1 strictly.
+// tiers). The hits count where a block was when accessed; a free-running mover reorders the
+// tiers at its own pace, so how far tier 0 leads tier 1 then depends on how fast the run is
+// against the mover (tier 0 trailed tier 1 by 3.9 % on seed 8 of a loaded CI run). With
+// --settle every step waits for the mover to go idle, so each step starts from the policy's
+// order: tier 0 led tier 1 by 1.18x to 2.36x over the ten seeds, and the test asks for a
+// strict lead on both pairs.
 // CXLT_TEST_PLACEMENT_SEEDS: 10 in the plain build; the sanitizer stages run the first few
 // (a run takes about 15x as long under ThreadSanitizer).
 TEST(RunCli, PlacementFollowsThePolicyOrderOnEverySeed) {
@@ -383,14 +382,14 @@ TEST(RunCli, PlacementFollowsThePolicyOrderOnEverySeed) {
     auto r = run_limited({"run", "--json", "--quiet", "--seed", std::to_string(seed), "--topology", "emulated", "--set",
                           "runtime.huge_pages=none", "--set", "geometry.layers=8", "--set", "tiers.0.kind=hbm", "--set",
                           "tiers.0.budget=26112KiB", "--set", "tiers.1.kind=dram", "--set", "tiers.1.budget=52224KiB", "--set",
-                          "tiers.2.kind=cxl", "--set", "tiers.2.budget=104448KiB"});
+                          "tiers.2.kind=cxl", "--set", "tiers.2.budget=104448KiB", "--settle"});
     ASSERT_EQ(r.status, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["run"]["integrity_errors"].get<uint64_t>(), 0u);
     EXPECT_EQ(j["placement"]["inversions"].get<uint64_t>(), 0u) << "largest gap " << j["placement"]["max_gap"];
     const std::vector<double> hits = j["run"]["hits_per_resident_block"].get<std::vector<double>>();
     ASSERT_EQ(hits.size(), 3u);
-    EXPECT_GT(hits[0], 0.98 * hits[1]) << j["run"].dump();
+    EXPECT_GT(hits[0], hits[1]) << j["run"].dump();
     EXPECT_GT(hits[1], hits[2]) << j["run"].dump();
   }
 }
