@@ -118,11 +118,13 @@ void LrfuIndex::reserve_ids(size_t n) {
   if (n <= ids_.size()) return;
   ids_.resize(n, PerId{0.0, 0, Key{}, 0, kNoBucket, 0, 0});
   live_.reserve(n);
+  pending_.reserve(n);
 }
 
 void LrfuIndex::plan_ids(size_t n) {
   ids_.reserve(n);
   live_.reserve(n);
+  pending_.reserve(n);
 }
 
 unsigned LrfuIndex::bucket_search(double s) const noexcept {
@@ -235,6 +237,7 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
 void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
   ++ids_[id].version;
+  ids_[id].pending = 0;  // its place in pending_ is skipped
   --live_in_bucket_[ids_[id].bucket];
   ids_[id].bucket = kNoBucket;
   uint32_t pos = ids_[id].live_pos;
@@ -246,16 +249,53 @@ void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
 
 void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
-  uint32_t v = ++ids_[id].version;
-  unsigned b = bucket_of(st.score);
-  note_level(b, st.score);
-  --live_in_bucket_[ids_[id].bucket];
-  ++live_in_bucket_[b];
-  ids_[id].bucket = b;
-  ids_[id].s = st.score;
-  ids_[id].t = st.last_access;
-  push_entry(b, Entry{st.last_access, st.score, ids_[id].key, id, v});
-  maybe_compact();
+  PerId &r = ids_[id];
+  ++r.version;  // its entry is stale from here; flush_pending() gives it a new one
+  r.s = st.score;
+  r.t = st.last_access;
+  pending_min_s_ = std::min(pending_min_s_, st.score);
+  pending_min_t_ = std::min(pending_min_t_, st.last_access);
+  if (r.pending == 0) {
+    // One place per id within the capacity reserve_ids/plan_ids gave the list; an id erased
+    // and accessed again before a search takes a second one, and a full list is flushed
+    // rather than grown.
+    if (pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
+    r.pending = 1;
+    pending_.push_back(id);
+  }
+}
+
+void LrfuIndex::flush_pending() {
+  if (pending_.empty()) return;
+  // Most blocks pending (every resident block accessed since the last search, as in a decode
+  // step that touches all of them): one O(n) rebuild of every heap, which also drops the stale
+  // entries the accesses left, costs less than a push each and a compaction later.
+  if (2 * pending_.size() >= live_.size()) {
+    ++rebuilds_since_edges_;  // a compaction too: the edges move as maybe_compact() would move them
+    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4 && buckets_lopsided(), true);
+    return;
+  }
+  size_t pushed = 0;
+  for (NodeId id : pending_) {
+    PerId &r = ids_[id];
+    if (r.pending == 0) continue;  // erased since, or placed again by a rebuild
+    r.pending = 0;
+    const unsigned b = bucket_of(r.s);
+    note_level(b, r.s);
+    --live_in_bucket_[r.bucket];
+    ++live_in_bucket_[b];
+    r.bucket = b;
+    push_entry(b, Entry{r.t, r.s, r.key, id, r.version});
+    ++pushed;
+  }
+  clear_pending();
+  maybe_compact(pushed);
+}
+
+void LrfuIndex::clear_pending() noexcept {
+  pending_.clear();
+  pending_min_s_ = std::numeric_limits<double>::infinity();
+  pending_min_t_ = std::numeric_limits<uint64_t>::max();
 }
 
 void LrfuIndex::prefetch(NodeId id) const noexcept {
@@ -265,18 +305,20 @@ void LrfuIndex::prefetch(NodeId id) const noexcept {
   __builtin_prefetch(p + sizeof(PerId) - 1, 1);  // a 48-byte record may straddle two lines
 }
 
-void LrfuIndex::maybe_compact() {
+void LrfuIndex::maybe_compact(size_t ops) {
   // Stale entries may outnumber live ones by a constant factor before an O(n) rebuild, so the
   // rebuild costs O(1) amortized per update. The edges move when the live scores crowd into a
   // few buckets (edges that no longer fit the score distribution), checked at every fourth
   // such rebuild and once per max(4096, live/2) updates, so that too is O(1) amortized.
-  ++ops_since_rebuild_;
+  const uint64_t before = ops_since_rebuild_;
+  ops_since_rebuild_ += ops;
   if (total_entries_ > 2 * live_.size() + 64) {
     ++rebuilds_since_edges_;
     rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4 && buckets_lopsided());
     return;
   }
-  if (nbuckets_ > 1 && (ops_since_rebuild_ & 4095) == 0 && ops_since_rebuild_ >= live_.size() / 2 && buckets_lopsided())
+  if (nbuckets_ > 1 && (before >> 12) != (ops_since_rebuild_ >> 12) && ops_since_rebuild_ >= live_.size() / 2 &&
+      buckets_lopsided())
     rebuild(true);
 }
 
@@ -348,15 +390,19 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     rebuilds_since_edges_ = 0;
   }
   if (move_edges || replace) {
-    // Every live block goes to its (new) bucket or the saturated heap; stale entries are dropped.
+    // Every live block goes to its (new) bucket or the saturated heap, pending ones included;
+    // stale entries are dropped.
     for (Heap &h : heaps_) h.clear();
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
     for (NodeId id : live_) {
       const unsigned b = saturated_at(ids_[id].t, sat_now_) ? sat_index() : bucket_of(ids_[id].s);
+      if (b != sat_index() && ids_[id].pending) note_level(b, ids_[id].s);  // as flush_pending() would
       ids_[id].bucket = b;
+      ids_[id].pending = 0;
       ++live_in_bucket_[b];
       heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, ids_[id].key, id, ids_[id].version});
     }
+    clear_pending();
   }
   total_entries_ = 0;
   for (unsigned b = 0; b < heaps_.size(); ++b) {
@@ -413,7 +459,36 @@ double LrfuIndex::bucket_bound(unsigned b, uint64_t now) const noexcept {
   return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
+// Upper bound on the priority of every pending block: priority is monotone (higher with more
+// idle steps, lower with a higher score), so the oldest access and the lowest score among
+// them bound it; exact where the tables are monotone, with the slack of newer_bound past them.
+double LrfuIndex::pending_bound(uint64_t now) const noexcept {
+  const uint64_t d = now > pending_min_t_ ? now - pending_min_t_ : 0;
+  const double p = prio_d(pending_min_s_, d);
+  if (d <= exact_bound_steps_) return p;
+  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+}
+
+// The victim among the indexed blocks; the pending ones (accessed since they were last
+// indexed) are indexed first only when their bound could match it: they were accessed
+// recently, so in a search for the block that has waited longest they rarely can, and then
+// they stay pending (an access that is never needed by a search costs no heap work at all).
 NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
+  // The bound is taken first: a rebuild during the search indexes the pending blocks, and then
+  // the search may have chosen before they were in the heaps.
+  const bool had_pending = !pending_.empty();
+  const double bound = had_pending ? pending_bound(now) : kNegInf;
+  double best_p = 0.0;
+  NodeId v = search_indexed(now, eligible, &best_p);
+  if (had_pending && (v == kNoNode || !(bound < best_p))) {
+    flush_pending();
+    v = search_indexed(now, eligible, &best_p);
+  }
+  if (v != kNoNode) ++stats_.victims;
+  return v;
+}
+
+NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_priority) noexcept {
   if (sat_steps_ != 0) {
     // The saturated heap holds blocks saturated at sat_now_; a search at an earlier step (time
     // does not go back in the runtime, but the index does not rely on it) places them again.
@@ -540,7 +615,7 @@ NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
     rebuild(nbuckets_ > 1);
   }
   if (!have_best) return kNoNode;
-  ++stats_.victims;
+  *best_priority = best_p;
   return best.id;
 }
 
@@ -621,18 +696,20 @@ std::string LrfuIndex::validate() const {
     if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
       err << "bucket " << b << "'s root record disagrees with its heap; ";
   }
-  for (unsigned b = 0; b < nbuckets_; ++b) {
-    const Heap &h = heaps_[b];
-    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
-      err << "bucket " << b << "'s root record disagrees with its heap; ";
-  }
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
+  for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
+    if (ids_[id].pending) ++live_count[ids_[id].bucket];
   for (unsigned b = 0; b < heaps_.size(); ++b)
     if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";
   for (NodeId id : live_)
-    if (found[id] != 1) err << "live id " << id << " has " << found[id] << " live entries; ";
+    if (found[id] != (ids_[id].pending ? 0u : 1u))
+      err << "live id " << id << (ids_[id].pending ? " (pending)" : "") << " has " << found[id] << " live entries; ";
+  std::vector<uint8_t> listed(ids_.size(), 0);
+  for (NodeId id : pending_) listed[id] = 1;
+  for (NodeId id : live_)
+    if (ids_[id].pending && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
   for (size_t i = 0; i < live_.size(); ++i)
     if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
   return err.str();

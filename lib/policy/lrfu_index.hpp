@@ -38,12 +38,17 @@
 //     visit them one by one. A search moves each bucket's saturated roots (the oldest entries)
 //     into one more heap, ordered by the decision itself (priority 1 - score, then the
 //     tie-break), whose top is the best saturated block.
-// Updates are lazy: an access pushes a new entry and makes the old one stale (version check);
-// stale entries still bound their subtrees correctly and are dropped at the root and by a
-// compaction when they outnumber the live ones; a stale entry a victim search visits is removed
-// after that search (O(log n)), so no search walks it twice. Access and insert are O(1) amortized when the
-// touched block becomes the newest (sift-up stops at once); victim() examines the blocks whose
-// priority is within the bucket width of the victim's, typically a few dozen.
+// Updates are lazy, in two ways. An access records the block's new state in its per-id record,
+// makes its heap entry stale (version check) and, the first time since the last search, notes
+// the block as pending; the next victim search first gives each pending block one new entry in
+// its bucket (the search sees every access made before it, and a block accessed many times
+// between searches costs one entry). So an access is O(1) with no heap work: a version bump,
+// two stores and at most one append. Stale entries still bound their subtrees correctly and are
+// dropped at the root and by a compaction when they outnumber the live ones; a stale entry a
+// victim search visits is removed after that search (O(log n)), so no search walks it twice.
+// Insert is O(1) amortized when the block becomes the newest (sift-up stops at once); victim()
+// costs a push per block pending since the last search, then examines the blocks whose priority
+// is within the bucket width of the victim's, typically a few dozen.
 #pragma once
 
 #include "lib/core/pod_vector.hpp"
@@ -51,6 +56,7 @@
 #include "lib/policy/lazy_heap.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace cxltier {
@@ -177,7 +183,12 @@ private:
   void push_entry(unsigned b, const Entry &e);
   void push_candidate(const Candidate &c);
   Candidate pop_candidate() noexcept;
-  void maybe_compact();
+  void maybe_compact(size_t ops = 1);
+  // Give every pending block its entry (when a search needs them, or the list is full).
+  void flush_pending();
+  void clear_pending() noexcept;
+  double pending_bound(uint64_t now) const noexcept;
+  NodeId search_indexed(uint64_t now, Eligible eligible, double *best_priority) noexcept;
   bool buckets_lopsided() const noexcept;
   NodeId search(uint64_t now, Eligible eligible) noexcept;
 
@@ -221,7 +232,9 @@ private:
   size_t examined_since_rebuild_ = 0;  // entries victim searches examined since the last rebuild
 
   // Per id, in one record so that an access touches one place (48 bytes: one cache line, or
-  // two when it straddles): current state (the auditor reads it), version, bucket, place in live_.
+  // two when it straddles): current state (the auditor reads it), version, bucket (of its
+  // latest entry; a pending block's entry is stale, and it is still counted there), place in
+  // live_, and whether it is pending (in pending_, without a live entry).
   struct PerId {
     double s;
     uint64_t t;
@@ -229,11 +242,15 @@ private:
     uint32_t version;
     uint32_t bucket;
     uint32_t live_pos;
-    uint32_t unused;
+    uint32_t pending;
   };
   static_assert(sizeof(PerId) == 48);
   PodVector<PerId> ids_;
   std::vector<NodeId> live_;
+  std::vector<NodeId> pending_;  // live blocks accessed since they were last indexed, each once
+  // The lowest score and oldest access any pending block had since the list was last emptied.
+  double pending_min_s_ = std::numeric_limits<double>::infinity();
+  uint64_t pending_min_t_ = std::numeric_limits<uint64_t>::max();
 
   std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity
   // Stale entries a search visited (bucket, index, and what was there), removed after it.
