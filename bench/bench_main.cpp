@@ -18,13 +18,24 @@ std::vector<RatioSpec> &ratio_specs() {
 
 namespace {
 
+// What a ratio compares for one run: the time per item (1 / items_per_second) when the
+// benchmark counts items, else the time per iteration. Items matter for threaded runs: there
+// Google Benchmark's iterations are summed over the threads, so one iteration of a two-thread
+// run is each thread's share of the work, and its time per iteration is not comparable with a
+// one-thread run's.
+double cost_of(const benchmark::BenchmarkReporter::Run &r) {
+  if (auto it = r.counters.find("items_per_second"); it != r.counters.end() && it->second.value > 0)
+    return 1e9 / it->second.value;
+  return r.GetAdjustedRealTime();
+}
+
 class CollectingReporter : public benchmark::ConsoleReporter {
 public:
   void ReportRuns(const std::vector<Run> &runs) override {
     for (const Run &r : runs) {
       if (r.error_occurred) continue;
       std::string name = r.run_name.str();
-      double t = r.GetAdjustedRealTime();
+      double t = cost_of(r);
       if (r.run_type == Run::RT_Aggregate) {
         if (r.aggregate_name == "median") median_[name] = t;
       } else {

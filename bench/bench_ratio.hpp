@@ -2,8 +2,9 @@
 // Ratios against a baseline measured in the same run. A benchmark file declares pairs with
 // CXLT_BENCH_RATIO; bench_main.cpp runs every benchmark, then prints one line per pair:
 //   ratio <label>: <baseline> / <candidate> = <x> (goal >= <g>) met|MISSED
-// Time per iteration is compared (the median when --benchmark_repetitions is given), so a
-// ratio above 1 means the candidate is that many times faster. Speed targets are checked this
+// Time per item is compared where the benchmark counts items (SetItemsProcessed), else time
+// per iteration (the median when --benchmark_repetitions is given), so a ratio above 1 means
+// the candidate is that many times faster. Speed targets are checked this
 // way, never by timed unit tests.
 #pragma once
 
