@@ -41,6 +41,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
   heaps_.emplace_back(Less{Order::saturated});
+  groups_.assign((nbuckets_ + kGroupBuckets - 1) / kGroupBuckets, Group{0, 0.0, true});
   roots_.assign(nbuckets_, Root{0, 0.0, true});
   live_in_bucket_.assign(nbuckets_ + 1, 0);
   min_score_.assign(nbuckets_ + 1, 2.0);
@@ -109,8 +110,13 @@ void LrfuIndex::note_level(unsigned b, double s) noexcept {
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
   heaps_[b].push(e);
   // A new root has the lowest t (recency order) or s (score order): only then is roots_[b] read.
-  if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) refresh_root(b);
-  if (e.s < min_score_[b]) min_score_[b] = e.s;
+  const bool lower = e.s < min_score_[b];
+  if (lower) min_score_[b] = e.s;
+  if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) {
+    refresh_root(b);  // and its group
+  } else if (lower) {
+    refresh_group(b / kGroupBuckets);
+  }
   ++total_entries_;
 }
 
@@ -459,6 +465,29 @@ double LrfuIndex::bucket_bound(unsigned b, uint64_t now) const noexcept {
   return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
+LrfuIndex::Group LrfuIndex::group_of_buckets(unsigned g) const noexcept {
+  Group r{std::numeric_limits<uint64_t>::max(), std::numeric_limits<double>::infinity(), true};
+  const unsigned end = std::min(nbuckets_, (g + 1) * kGroupBuckets);
+  for (unsigned b = g * kGroupBuckets; b < end; ++b) {
+    if (roots_[b].empty) continue;
+    r.empty = false;
+    r.t = std::min(r.t, roots_[b].t);
+    r.s = std::min(r.s, score_order_ ? roots_[b].s : std::max(bucket_low(b), min_score_[b]));
+  }
+  return r;
+}
+
+// An upper bound on every block in group g: every bucket_bound() of its buckets is computed at
+// a score no lower and idle steps no more than these (priority is monotone; the slack as there).
+double LrfuIndex::group_bound(unsigned g, uint64_t now) const noexcept {
+  const Group &gr = groups_[g];
+  if (score_order_) return prio_d(gr.s, 0);
+  const uint64_t d = now > gr.t ? now - gr.t : 0;
+  const double p = prio_d(gr.s, d);
+  if (d <= exact_bound_steps_) return p;
+  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+}
+
 // Upper bound on the priority of every pending block: priority is monotone (higher with more
 // idle steps, lower with a higher score), so the oldest access and the lowest score among
 // them bound it; exact where the tables are monotone, with the slack of newer_bound past them.
@@ -514,8 +543,8 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // searches end after a bucket or two: the rest are never read); the saturated heap's root is
   // one too. Gathered, then ordered once (O(B), not B pushes).
   cand_.clear();
-  for (unsigned b = 0; b < nbuckets_; ++b)
-    if (!roots_[b].empty) cand_.push_back(Candidate{bucket_bound(b, now), b, 0, false, true});
+  for (unsigned g = 0; g < groups_.size(); ++g)
+    if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0, false, false, true});
   if (!sat.empty()) cand_.push_back(Candidate{prio(sat.top().s, sat.top().t, now), sat_index(), 0, false, false});
   std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
 
@@ -536,6 +565,13 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   };
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
+    if (c.whole_group) {
+      if (have_best && c.bound < best_p) break;
+      const unsigned end = std::min(nbuckets_, c.bucket + kGroupBuckets);
+      for (unsigned b = c.bucket; b < end; ++b)
+        if (!roots_[b].empty) push_candidate(Candidate{bucket_bound(b, now), b, 0, false, true});
+      continue;
+    }
     if (c.whole_bucket) {
       if (have_best) {
         if (c.bound < best_p) break;
@@ -695,6 +731,11 @@ std::string LrfuIndex::validate() const {
     const Heap &h = heaps_[b];
     if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
       err << "bucket " << b << "'s root record disagrees with its heap; ";
+  }
+  for (unsigned g = 0; g < groups_.size(); ++g) {
+    const Group want = group_of_buckets(g);
+    if (want.empty != groups_[g].empty || (!want.empty && (want.t != groups_[g].t || want.s != groups_[g].s)))
+      err << "group " << g << "'s record disagrees with its buckets; ";
   }
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";

@@ -134,6 +134,7 @@ private:
     uint32_t index;
     bool dominated_same_step;  // parent was a live, eligible block of the same step
     bool whole_bucket;         // the bucket itself, bounded from roots_ (its heap not yet read)
+    bool whole_group = false;  // kGroupBuckets buckets from `bucket` on, bounded from groups_
   };
   struct CandidateLess {
     bool operator()(const Candidate &a, const Candidate &b) const noexcept { return a.bound < b.bound; }
@@ -174,8 +175,21 @@ private:
   void refresh_root(unsigned b) noexcept {
     const Heap &h = heaps_[b];
     roots_[b] = h.empty() ? Root{0, 0.0, true} : Root{h.top().t, h.top().s, false};
+    refresh_group(b / kGroupBuckets);
   }
   double bucket_bound(unsigned b, uint64_t now) const noexcept;
+  // Buckets in groups of kGroupBuckets, each bounded from the oldest root and lowest score of
+  // its buckets: a search starts from the groups and reads the bucket records of a group only
+  // when its bound can win, so it computes about B / 16 + 16 bounds instead of B.
+  static constexpr unsigned kGroupBuckets = 16;
+  struct Group {
+    uint64_t t;  // oldest root t of its non-empty buckets (recency order)
+    double s;    // lowest score a bucket bound uses (score order: lowest root s)
+    bool empty;
+  };
+  Group group_of_buckets(unsigned g) const noexcept;
+  void refresh_group(unsigned g) noexcept { groups_[g] = group_of_buckets(g); }
+  double group_bound(unsigned g, uint64_t now) const noexcept;
   bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
@@ -203,6 +217,7 @@ private:
   uint64_t sat_now_ = 0;
   std::vector<Heap> heaps_;  // nbuckets_ bucket heaps, then the saturated heap
   std::vector<Root> roots_;  // per bucket heap
+  std::vector<Group> groups_;  // per kGroupBuckets buckets
   std::vector<Entry> sat_pending_;  // saturated roots a search took, pushed to the saturated heap after it
   std::vector<uint32_t> live_in_bucket_;  // per heap: the buckets, then the saturated heap
   // Lowest stored score of any entry (live or stale) in each bucket since its last compaction:
