@@ -544,7 +544,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // one too. Gathered, then ordered once (O(B), not B pushes).
   cand_.clear();
   for (unsigned g = 0; g < groups_.size(); ++g)
-    if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0, false, false, true});
+    if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0xffffu, false, false, true});
   if (!sat.empty()) cand_.push_back(Candidate{prio(sat.top().s, sat.top().t, now), sat_index(), 0, false, false});
   std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
 
@@ -563,13 +563,39 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     best = e;
     return true;
   };
+  // A candidate whose bound is below the best block found can never be read (the best only
+  // gets better): it is not pushed at all.
+  auto consider = [&](const Candidate &c) {
+    if (!have_best || !(c.bound < best_p)) push_candidate(c);
+  };
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
     if (c.whole_group) {
+      // The group's buckets not yet taken (bit i: bucket c.bucket + i): the one of highest bound
+      // becomes a candidate, and the rest goes back bounded by the next highest, so a search
+      // that ends within the first bucket pushes two candidates, not sixteen.
       if (have_best && c.bound < best_p) break;
       const unsigned end = std::min(nbuckets_, c.bucket + kGroupBuckets);
-      for (unsigned b = c.bucket; b < end; ++b)
-        if (!roots_[b].empty) push_candidate(Candidate{bucket_bound(b, now), b, 0, false, true});
+      unsigned top = kNoBucket;
+      double top_bound = kNegInf, next_bound = kNegInf;
+      uint32_t rest = 0;
+      for (unsigned b = c.bucket; b < end; ++b) {
+        const uint32_t bit = 1u << (b - c.bucket);
+        if ((c.index & bit) == 0 || roots_[b].empty) continue;
+        rest |= bit;
+        const double bb = bucket_bound(b, now);
+        if (top == kNoBucket || bb > top_bound) {
+          next_bound = top == kNoBucket ? next_bound : top_bound;
+          top = b;
+          top_bound = bb;
+        } else if (bb > next_bound) {
+          next_bound = bb;
+        }
+      }
+      if (top == kNoBucket) continue;
+      rest &= ~(1u << (top - c.bucket));
+      consider(Candidate{top_bound, top, 0, false, true});
+      if (rest != 0) consider(Candidate{next_bound, c.bucket, rest, false, false, true});
       continue;
     }
     if (c.whole_bucket) {
@@ -586,7 +612,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       const Heap &h = heaps_[c.bucket];
       if (h.empty()) continue;
       const Entry &r = h.top();
-      push_candidate(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket, r.t, now)),
+      consider(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket, r.t, now)),
                                c.bucket, 0, false, false});
       continue;
     }
@@ -618,12 +644,12 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       if (score_order_ || c.bucket == sat_index()) {
         // Everything below a covering node comes after it in the decision's order: dominated.
         if (covers) continue;
-        push_candidate(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false, false});
+        consider(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false, false});
       } else if (covers && ce.t == e.t) {
         double nb = newer_bound(c.bucket, ce.t, now);
-        if (nb != kNegInf) push_candidate(Candidate{nb, c.bucket, ch, true, false});
+        if (nb != kNegInf) consider(Candidate{nb, c.bucket, ch, true, false});
       } else {
-        push_candidate(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false, false});
+        consider(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false, false});
       }
     }
   }

@@ -134,7 +134,7 @@ private:
     uint32_t index;
     bool dominated_same_step;  // parent was a live, eligible block of the same step
     bool whole_bucket;         // the bucket itself, bounded from roots_ (its heap not yet read)
-    bool whole_group = false;  // kGroupBuckets buckets from `bucket` on, bounded from groups_
+    bool whole_group = false;  // buckets from `bucket` on in `index`'s bits (a group's), not yet read
   };
   struct CandidateLess {
     bool operator()(const Candidate &a, const Candidate &b) const noexcept { return a.bound < b.bound; }
