@@ -543,8 +543,16 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // searches end after a bucket or two: the rest are never read); the saturated heap's root is
   // one too. Gathered, then ordered once (O(B), not B pushes).
   cand_.clear();
-  for (unsigned g = 0; g < groups_.size(); ++g)
-    if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0xffffu, false, false, true});
+  if (groups_.size() <= 32) {
+    // One candidate for all the groups, read first (no bound is needed for that).
+    uint32_t all = 0;
+    for (unsigned g = 0; g < groups_.size(); ++g)
+      if (!groups_[g].empty) all |= 1u << g;
+    if (all != 0) cand_.push_back(Candidate{std::numeric_limits<double>::infinity(), 0, all, false, false, false, true});
+  } else {
+    for (unsigned g = 0; g < groups_.size(); ++g)
+      if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0xffffu, false, false, true});
+  }
   if (!sat.empty()) cand_.push_back(Candidate{prio(sat.top().s, sat.top().t, now), sat_index(), 0, false, false});
   std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
 
@@ -570,6 +578,29 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   };
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
+    if (c.some_groups) {
+      // As for a group's buckets below: the group of highest bound is taken, the rest goes back.
+      if (have_best && c.bound < best_p) break;
+      unsigned top = kNoBucket;
+      double top_bound = kNegInf, next_bound = kNegInf;
+      for (uint32_t m = c.index; m != 0; m &= m - 1) {
+        const unsigned g = static_cast<unsigned>(std::countr_zero(m));
+        if (groups_[g].empty) continue;
+        const double gb = group_bound(g, now);
+        if (top == kNoBucket || gb > top_bound) {
+          next_bound = top == kNoBucket ? next_bound : top_bound;
+          top = g;
+          top_bound = gb;
+        } else if (gb > next_bound) {
+          next_bound = gb;
+        }
+      }
+      if (top == kNoBucket) continue;
+      const uint32_t rest = c.index & ~(1u << top);
+      consider(Candidate{top_bound, top * kGroupBuckets, 0xffffu, false, false, true});
+      if (rest != 0) consider(Candidate{next_bound, 0, rest, false, false, false, true});
+      continue;
+    }
     if (c.whole_group) {
       // The group's buckets not yet taken (bit i: bucket c.bucket + i): the one of highest bound
       // becomes a candidate, and the rest goes back bounded by the next highest, so a search

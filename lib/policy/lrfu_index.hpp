@@ -135,6 +135,7 @@ private:
     bool dominated_same_step;  // parent was a live, eligible block of the same step
     bool whole_bucket;         // the bucket itself, bounded from roots_ (its heap not yet read)
     bool whole_group = false;  // buckets from `bucket` on in `index`'s bits (a group's), not yet read
+    bool some_groups = false;  // the groups in `index`'s bits (when there are at most 32), not yet read
   };
   struct CandidateLess {
     bool operator()(const Candidate &a, const Candidate &b) const noexcept { return a.bound < b.bound; }
