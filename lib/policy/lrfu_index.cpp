@@ -548,12 +548,12 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     uint32_t all = 0;
     for (unsigned g = 0; g < groups_.size(); ++g)
       if (!groups_[g].empty) all |= 1u << g;
-    if (all != 0) cand_.push_back(Candidate{std::numeric_limits<double>::infinity(), 0, all, false, false, false, true});
+    if (all != 0) cand_.push_back(Candidate::make(std::numeric_limits<double>::infinity(), 0, all, kSomeGroups));
   } else {
     for (unsigned g = 0; g < groups_.size(); ++g)
-      if (!groups_[g].empty) cand_.push_back(Candidate{group_bound(g, now), g * kGroupBuckets, 0xffffu, false, false, true});
+      if (!groups_[g].empty) cand_.push_back(Candidate::make(group_bound(g, now), g * kGroupBuckets, 0xffffu, kWholeGroup));
   }
-  if (!sat.empty()) cand_.push_back(Candidate{prio(sat.top().s, sat.top().t, now), sat_index(), 0, false, false});
+  if (!sat.empty()) cand_.push_back(Candidate::make(prio(sat.top().s, sat.top().t, now), sat_index(), 0, kEntry));
   std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
 
   bool have_best = false;
@@ -578,7 +578,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   };
   while (!cand_.empty()) {
     Candidate c = pop_candidate();
-    if (c.some_groups) {
+    if (c.kind() == kSomeGroups) {
       // As for a group's buckets below: the group of highest bound is taken, the rest goes back.
       if (have_best && c.bound < best_p) break;
       unsigned top = kNoBucket;
@@ -597,21 +597,21 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       }
       if (top == kNoBucket) continue;
       const uint32_t rest = c.index & ~(1u << top);
-      consider(Candidate{top_bound, top * kGroupBuckets, 0xffffu, false, false, true});
-      if (rest != 0) consider(Candidate{next_bound, 0, rest, false, false, false, true});
+      consider(Candidate::make(top_bound, top * kGroupBuckets, 0xffffu, kWholeGroup));
+      if (rest != 0) consider(Candidate::make(next_bound, 0, rest, kSomeGroups));
       continue;
     }
-    if (c.whole_group) {
-      // The group's buckets not yet taken (bit i: bucket c.bucket + i): the one of highest bound
+    if (c.kind() == kWholeGroup) {
+      // The group's buckets not yet taken (bit i: bucket c.bucket() + i): the one of highest bound
       // becomes a candidate, and the rest goes back bounded by the next highest, so a search
       // that ends within the first bucket pushes two candidates, not sixteen.
       if (have_best && c.bound < best_p) break;
-      const unsigned end = std::min(nbuckets_, c.bucket + kGroupBuckets);
+      const unsigned end = std::min(nbuckets_, c.bucket() + kGroupBuckets);
       unsigned top = kNoBucket;
       double top_bound = kNegInf, next_bound = kNegInf;
       uint32_t rest = 0;
-      for (unsigned b = c.bucket; b < end; ++b) {
-        const uint32_t bit = 1u << (b - c.bucket);
+      for (unsigned b = c.bucket(); b < end; ++b) {
+        const uint32_t bit = 1u << (b - c.bucket());
         if ((c.index & bit) == 0 || roots_[b].empty) continue;
         rest |= bit;
         const double bb = bucket_bound(b, now);
@@ -624,36 +624,36 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
         }
       }
       if (top == kNoBucket) continue;
-      rest &= ~(1u << (top - c.bucket));
-      consider(Candidate{top_bound, top, 0, false, true});
-      if (rest != 0) consider(Candidate{next_bound, c.bucket, rest, false, false, true});
+      rest &= ~(1u << (top - c.bucket()));
+      consider(Candidate::make(top_bound, top, 0, kWholeBucket));
+      if (rest != 0) consider(Candidate::make(next_bound, c.bucket(), rest, kWholeGroup));
       continue;
     }
-    if (c.whole_bucket) {
+    if (c.kind() == kWholeBucket) {
       if (have_best) {
         if (c.bound < best_p) break;
         // A tie at the bound: every block of the bucket comes after its root's t (s in score order).
-        if (c.bound == best_p && (score_order_ ? best.s < roots_[c.bucket].s : best.t < roots_[c.bucket].t)) continue;
+        if (c.bound == best_p && (score_order_ ? best.s < roots_[c.bucket()].s : best.t < roots_[c.bucket()].t)) continue;
       }
       // The bucket's heap is read from here on: its stale roots go, its saturated roots (live,
       // priority exactly 1 - s) are offered now and join the saturated heap after the search.
       const size_t taken = sat_pending_.size();
-      take_roots(c.bucket, now);
+      take_roots(c.bucket(), now);
       for (size_t i = taken; i < sat_pending_.size(); ++i) offer(sat_pending_[i], prio(sat_pending_[i].s, sat_pending_[i].t, now));
-      const Heap &h = heaps_[c.bucket];
+      const Heap &h = heaps_[c.bucket()];
       if (h.empty()) continue;
       const Entry &r = h.top();
-      consider(Candidate{std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket, r.t, now)),
-                               c.bucket, 0, false, false});
+      consider(Candidate::make(std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket(), r.t, now)),
+                               c.bucket(), 0, kEntry));
       continue;
     }
-    const Heap &h = heaps_[c.bucket];
+    const Heap &h = heaps_[c.bucket()];
     const Entry &e = h[c.index];
     if (have_best) {
       if (c.bound < best_p) break;  // every remaining bound is <= this one
       if (c.bound == best_p) {
         // A tie at the bound can only matter if some block below could come first in order.
-        bool best_first = c.dominated_same_step ? best.t <= e.t : less(best, e);
+        bool best_first = (c.kind() == kEntryDominated) ? best.t <= e.t : less(best, e);
         if (best_first) continue;
       }
     }
@@ -661,26 +661,26 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     ++examined_since_rebuild_;
     if (stale(e)) {
       if (stale_seen_.size() < stale_seen_.capacity())  // no allocation here: the rest wait for the next search
-        stale_seen_.push_back(StaleAt{c.bucket, c.index, e.id, e.version});
+        stale_seen_.push_back(StaleAt{c.bucket(), c.index, e.id, e.version});
     }
     // covers: every block below e that e's order puts after it (its step's, or all of them in
     // score order) cannot come first. True when a live, eligible block of e's step was
     // evaluated above; when e, live or stale, does not beat the best block (what comes after e
     // and is no higher in priority does not beat it either); or when e becomes the best. So
     // eligibility, a read of the caller's state, is asked only of a block that would win.
-    bool covers = c.dominated_same_step;
+    bool covers = (c.kind() == kEntryDominated);
     if (!covers && !stale(e)) covers = offer(e, prio(e.s, e.t, now));
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
-      if (score_order_ || c.bucket == sat_index()) {
+      if (score_order_ || c.bucket() == sat_index()) {
         // Everything below a covering node comes after it in the decision's order: dominated.
         if (covers) continue;
-        consider(Candidate{prio(ce.s, ce.t, now), c.bucket, ch, false, false});
+        consider(Candidate::make(prio(ce.s, ce.t, now), c.bucket(), ch, kEntry));
       } else if (covers && ce.t == e.t) {
-        double nb = newer_bound(c.bucket, ce.t, now);
-        if (nb != kNegInf) consider(Candidate{nb, c.bucket, ch, true, false});
+        double nb = newer_bound(c.bucket(), ce.t, now);
+        if (nb != kNegInf) consider(Candidate::make(nb, c.bucket(), ch, kEntryDominated));
       } else {
-        consider(Candidate{std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket, ce.t, now)), c.bucket, ch, false, false});
+        consider(Candidate::make(std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket(), ce.t, now)), c.bucket(), ch, kEntry));
       }
     }
   }

@@ -128,15 +128,25 @@ private:
   };
   Less tie_break() const noexcept { return Less{score_order_ ? Order::score : Order::recency}; }
   using Heap = LazyHeap<Entry, Less>;
+  // 16 bytes, written whole: the candidate heap moves them as two 8-byte words.
+  enum CandidateKind : uint32_t {
+    kEntry = 0,          // heap entry `index` of `bucket`
+    kEntryDominated = 1, // the same, its parent a live, eligible block of the same step
+    kWholeBucket = 2,    // the bucket itself, bounded from roots_ (its heap not yet read)
+    kWholeGroup = 3,     // buckets from `bucket` on in `index`'s bits (a group's), not yet read
+    kSomeGroups = 4,     // the groups in `index`'s bits (when there are at most 32), not yet read
+  };
   struct Candidate {
     double bound;
-    uint32_t bucket;
     uint32_t index;
-    bool dominated_same_step;  // parent was a live, eligible block of the same step
-    bool whole_bucket;         // the bucket itself, bounded from roots_ (its heap not yet read)
-    bool whole_group = false;  // buckets from `bucket` on in `index`'s bits (a group's), not yet read
-    bool some_groups = false;  // the groups in `index`'s bits (when there are at most 32), not yet read
+    uint32_t bucket_kind;  // bucket << 3 | kind
+    uint32_t bucket() const noexcept { return bucket_kind >> 3; }
+    CandidateKind kind() const noexcept { return static_cast<CandidateKind>(bucket_kind & 7u); }
+    static Candidate make(double bound, uint32_t bucket, uint32_t index, CandidateKind kind) noexcept {
+      return Candidate{bound, index, bucket << 3 | kind};
+    }
   };
+  static_assert(sizeof(Candidate) == 16);
   struct CandidateLess {
     bool operator()(const Candidate &a, const Candidate &b) const noexcept { return a.bound < b.bound; }
   };
