@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <iterator>
 #include <limits>
-#include <sstream>
 
 namespace cxltier {
 
@@ -26,6 +25,22 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kBoundSlack = 1e-12;
 
 bool is_pow2(unsigned v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// The highest of the bounds offered, whose it was, and the next highest: a search takes the
+// best of a set of buckets or groups and puts the rest back bounded by the runner-up.
+struct TopTwo {
+  unsigned top = kNoBucket;
+  double top_bound = kNegInf, next_bound = kNegInf;
+  void offer(unsigned i, double bound) noexcept {
+    if (top == kNoBucket || bound > top_bound) {
+      if (top != kNoBucket) next_bound = top_bound;
+      top = i;
+      top_bound = bound;
+    } else if (bound > next_bound) {
+      next_bound = bound;
+    }
+  }
+};
 }  // namespace
 
 LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
@@ -581,24 +596,15 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     if (c.kind() == kSomeGroups) {
       // As for a group's buckets below: the group of highest bound is taken, the rest goes back.
       if (have_best && c.bound < best_p) break;
-      unsigned top = kNoBucket;
-      double top_bound = kNegInf, next_bound = kNegInf;
+      TopTwo best_group;
       for (uint32_t m = c.index; m != 0; m &= m - 1) {
         const unsigned g = static_cast<unsigned>(std::countr_zero(m));
-        if (groups_[g].empty) continue;
-        const double gb = group_bound(g, now);
-        if (top == kNoBucket || gb > top_bound) {
-          next_bound = top == kNoBucket ? next_bound : top_bound;
-          top = g;
-          top_bound = gb;
-        } else if (gb > next_bound) {
-          next_bound = gb;
-        }
+        if (!groups_[g].empty) best_group.offer(g, group_bound(g, now));
       }
-      if (top == kNoBucket) continue;
-      const uint32_t rest = c.index & ~(1u << top);
-      consider(Candidate::make(top_bound, top * kGroupBuckets, 0xffffu, kWholeGroup));
-      if (rest != 0) consider(Candidate::make(next_bound, 0, rest, kSomeGroups));
+      if (best_group.top == kNoBucket) continue;
+      const uint32_t rest = c.index & ~(1u << best_group.top);
+      consider(Candidate::make(best_group.top_bound, best_group.top * kGroupBuckets, 0xffffu, kWholeGroup));
+      if (rest != 0) consider(Candidate::make(best_group.next_bound, 0, rest, kSomeGroups));
       continue;
     }
     if (c.kind() == kWholeGroup) {
@@ -607,26 +613,18 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       // that ends within the first bucket pushes two candidates, not sixteen.
       if (have_best && c.bound < best_p) break;
       const unsigned end = std::min(nbuckets_, c.bucket() + kGroupBuckets);
-      unsigned top = kNoBucket;
-      double top_bound = kNegInf, next_bound = kNegInf;
+      TopTwo best_bucket;
       uint32_t rest = 0;
       for (unsigned b = c.bucket(); b < end; ++b) {
         const uint32_t bit = 1u << (b - c.bucket());
         if ((c.index & bit) == 0 || roots_[b].empty) continue;
         rest |= bit;
-        const double bb = bucket_bound(b, now);
-        if (top == kNoBucket || bb > top_bound) {
-          next_bound = top == kNoBucket ? next_bound : top_bound;
-          top = b;
-          top_bound = bb;
-        } else if (bb > next_bound) {
-          next_bound = bb;
-        }
+        best_bucket.offer(b, bucket_bound(b, now));
       }
-      if (top == kNoBucket) continue;
-      rest &= ~(1u << (top - c.bucket()));
-      consider(Candidate::make(top_bound, top, 0, kWholeBucket));
-      if (rest != 0) consider(Candidate::make(next_bound, c.bucket(), rest, kWholeGroup));
+      if (best_bucket.top == kNoBucket) continue;
+      rest &= ~(1u << (best_bucket.top - c.bucket()));
+      consider(Candidate::make(best_bucket.top_bound, best_bucket.top, 0, kWholeBucket));
+      if (rest != 0) consider(Candidate::make(best_bucket.next_bound, c.bucket(), rest, kWholeGroup));
       continue;
     }
     if (c.kind() == kWholeBucket) {
@@ -744,73 +742,6 @@ NodeId LrfuIndex::victim(uint64_t now, Eligible eligible) noexcept {
     return slow;
   }
   return fast;
-}
-
-NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexcept {
-  NodeId best = kNoNode;
-  double best_p = 0;
-  for (NodeId id : live_) {
-    if (!eligible(id)) continue;
-    double p = prio(ids_[id].s, ids_[id].t, now);
-    if (best == kNoNode ||
-        evicts_before(p, ids_[id].t, ids_[id].s, ids_[id].key, best_p, ids_[best].t, ids_[best].s, ids_[best].key)) {
-      best = id;
-      best_p = p;
-    }
-  }
-  return best;
-}
-
-std::string LrfuIndex::validate() const {
-  std::ostringstream err;
-  std::vector<uint32_t> live_count(heaps_.size(), 0);
-  std::vector<uint32_t> found(ids_.size(), 0);
-  size_t entries = 0;
-  for (unsigned b = 0; b < heaps_.size(); ++b) {
-    const Heap &h = heaps_[b];
-    entries += h.size();
-    if (!h.is_heap()) err << "bucket " << b << " violates the heap order; ";
-    for (size_t i = 0; i < h.size(); ++i) {
-      const Entry &e = h[i];
-      if (stale(e)) continue;
-      if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
-      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
-      if (b == sat_index()) {
-        if (!saturated_at(e.t, sat_now_)) err << "id " << e.id << " in the saturated heap is not saturated; ";
-      } else if (bucket_search(e.s) != b || bucket_of(e.s) != b) {
-        err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
-      }
-      ++live_count[b];
-      ++found[e.id];
-    }
-  }
-  for (unsigned b = 0; b < nbuckets_; ++b) {
-    const Heap &h = heaps_[b];
-    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
-      err << "bucket " << b << "'s root record disagrees with its heap; ";
-  }
-  for (unsigned g = 0; g < groups_.size(); ++g) {
-    const Group want = group_of_buckets(g);
-    if (want.empty != groups_[g].empty || (!want.empty && (want.t != groups_[g].t || want.s != groups_[g].s)))
-      err << "group " << g << "'s record disagrees with its buckets; ";
-  }
-  for (unsigned c = 0; c < kCells; ++c)
-    if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
-  if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
-  for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
-    if (ids_[id].pending) ++live_count[ids_[id].bucket];
-  for (unsigned b = 0; b < heaps_.size(); ++b)
-    if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";
-  for (NodeId id : live_)
-    if (found[id] != (ids_[id].pending ? 0u : 1u))
-      err << "live id " << id << (ids_[id].pending ? " (pending)" : "") << " has " << found[id] << " live entries; ";
-  std::vector<uint8_t> listed(ids_.size(), 0);
-  for (NodeId id : pending_) listed[id] = 1;
-  for (NodeId id : live_)
-    if (ids_[id].pending && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
-  for (size_t i = 0; i < live_.size(); ++i)
-    if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
-  return err.str();
 }
 
 }  // namespace cxltier

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LRFU index checked: the auditor (the same decision by a scan of every resident block)
+// and the structure check the tests run after every operation.
+#include "lib/policy/lrfu_index.hpp"
+
+#include <sstream>
+
+namespace cxltier {
+
+NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexcept {
+  NodeId best = kNoNode;
+  double best_p = 0;
+  for (NodeId id : live_) {
+    if (!eligible(id)) continue;
+    double p = prio(ids_[id].s, ids_[id].t, now);
+    if (best == kNoNode ||
+        evicts_before(p, ids_[id].t, ids_[id].s, ids_[id].key, best_p, ids_[best].t, ids_[best].s, ids_[best].key)) {
+      best = id;
+      best_p = p;
+    }
+  }
+  return best;
+}
+
+std::string LrfuIndex::validate() const {
+  std::ostringstream err;
+  std::vector<uint32_t> live_count(heaps_.size(), 0);
+  std::vector<uint32_t> found(ids_.size(), 0);
+  size_t entries = 0;
+  for (unsigned b = 0; b < heaps_.size(); ++b) {
+    const Heap &h = heaps_[b];
+    entries += h.size();
+    if (!h.is_heap()) err << "bucket " << b << " violates the heap order; ";
+    for (size_t i = 0; i < h.size(); ++i) {
+      const Entry &e = h[i];
+      if (stale(e)) continue;
+      if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
+      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
+      if (b == sat_index()) {
+        if (!saturated_at(e.t, sat_now_)) err << "id " << e.id << " in the saturated heap is not saturated; ";
+      } else if (bucket_search(e.s) != b || bucket_of(e.s) != b) {
+        err << "id " << e.id << " score " << e.s << " in wrong bucket " << b << "; ";
+      }
+      ++live_count[b];
+      ++found[e.id];
+    }
+  }
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    const Heap &h = heaps_[b];
+    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
+      err << "bucket " << b << "'s root record disagrees with its heap; ";
+  }
+  for (unsigned g = 0; g < groups_.size(); ++g) {
+    const Group want = group_of_buckets(g);
+    if (want.empty != groups_[g].empty || (!want.empty && (want.t != groups_[g].t || want.s != groups_[g].s)))
+      err << "group " << g << "'s record disagrees with its buckets; ";
+  }
+  for (unsigned c = 0; c < kCells; ++c)
+    if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
+  if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
+  for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
+    if (ids_[id].pending) ++live_count[ids_[id].bucket];
+  for (unsigned b = 0; b < heaps_.size(); ++b)
+    if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";
+  for (NodeId id : live_)
+    if (found[id] != (ids_[id].pending ? 0u : 1u))
+      err << "live id " << id << (ids_[id].pending ? " (pending)" : "") << " has " << found[id] << " live entries; ";
+  std::vector<uint8_t> listed(ids_.size(), 0);
+  for (NodeId id : pending_) listed[id] = 1;
+  for (NodeId id : live_)
+    if (ids_[id].pending && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
+  for (size_t i = 0; i < live_.size(); ++i)
+    if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
+  return err.str();
+}
+
+}  // namespace cxltier
