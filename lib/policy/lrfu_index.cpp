@@ -554,9 +554,10 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     sat.pop();
     --total_entries_;
   }
-  // Every bucket is a candidate, bounded from its root's record without reading its heap (most
-  // searches end after a bucket or two: the rest are never read); the saturated heap's root is
-  // one too. Gathered, then ordered once (O(B), not B pushes).
+  // The buckets enter the search through their groups: a group is bounded from its record, a
+  // bucket from its root's record, and a heap is read only when its bucket's bound can win
+  // (most searches end after a bucket or two: the rest are never read, and of the 256 bucket
+  // bounds about 32 are computed). The saturated heap's root is a candidate too.
   cand_.clear();
   if (groups_.size() <= 32) {
     // One candidate for all the groups, read first (no bound is needed for that).

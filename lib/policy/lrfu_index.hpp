@@ -39,16 +39,19 @@
 //     into one more heap, ordered by the decision itself (priority 1 - score, then the
 //     tie-break), whose top is the best saturated block.
 // Updates are lazy, in two ways. An access records the block's new state in its per-id record,
-// makes its heap entry stale (version check) and, the first time since the last search, notes
-// the block as pending; the next victim search first gives each pending block one new entry in
-// its bucket (the search sees every access made before it, and a block accessed many times
-// between searches costs one entry). So an access is O(1) with no heap work: a version bump,
-// two stores and at most one append. Stale entries still bound their subtrees correctly and are
-// dropped at the root and by a compaction when they outnumber the live ones; a stale entry a
-// victim search visits is removed after that search (O(log n)), so no search walks it twice.
-// Insert is O(1) amortized when the block becomes the newest (sift-up stops at once); victim()
-// costs a push per block pending since the last search, then examines the blocks whose priority
-// is within the bucket width of the victim's, typically a few dozen.
+// makes its heap entry stale (version check) and, the first time since it was last indexed,
+// notes the block as pending, keeping the lowest score and oldest step of any pending block. A
+// victim search searches the indexed blocks first; only when the pending blocks' bound (the
+// priority at that score and step) is not below the victim found are they given their entries
+// (a push each, or one rebuild when most blocks are pending) and the search run again. So an
+// access is O(1) with no heap work, a block accessed many times between searches costs at most
+// one entry, and recently accessed blocks, which a search for the longest-waiting block rarely
+// needs, often cost none. Stale entries still bound their subtrees correctly and are dropped at
+// the root and by a compaction when they outnumber the live ones; a stale entry a victim search
+// visits is removed after that search (O(log n)), so no search walks it twice. Insert is O(1)
+// amortized when the block becomes the newest (sift-up stops at once); victim() examines the
+// blocks whose priority is within the bucket width of the victim's, typically a few dozen, plus
+// the pending blocks' pushes when they are needed.
 #pragma once
 
 #include "lib/core/pod_vector.hpp"
