@@ -293,7 +293,7 @@ void LrfuIndex::flush_pending() {
   // entries the accesses left, costs less than a push each and a compaction later.
   if (2 * pending_.size() >= live_.size()) {
     ++rebuilds_since_edges_;  // a compaction too: the edges move as maybe_compact() would move them
-    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4 && buckets_lopsided(), true);
+    rebuild(edges_due(), true);
     return;
   }
   size_t pushed = 0;
@@ -335,12 +335,20 @@ void LrfuIndex::maybe_compact(size_t ops) {
   ops_since_rebuild_ += ops;
   if (total_entries_ > 2 * live_.size() + 64) {
     ++rebuilds_since_edges_;
-    rebuild(nbuckets_ > 1 && rebuilds_since_edges_ >= 4 && buckets_lopsided());
+    rebuild(edges_due());
     return;
   }
   if (nbuckets_ > 1 && (before >> 12) != (ops_since_rebuild_ >> 12) && ops_since_rebuild_ >= live_.size() / 2 &&
       buckets_lopsided())
     rebuild(true);
+}
+
+// Whether a compaction moves the edges: at the first one (the uniform starting edges fit no
+// real scores, and until the edges are fitted once no score level is noted), then at every
+// fourth one while the buckets are lopsided.
+bool LrfuIndex::edges_due() const noexcept {
+  if (nbuckets_ <= 1) return false;
+  return stats_.edge_moves == 0 || (rebuilds_since_edges_ >= 4 && buckets_lopsided());
 }
 
 // The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.

@@ -218,6 +218,7 @@ private:
   double pending_bound(uint64_t now) const noexcept;
   NodeId search_indexed(uint64_t now, Eligible eligible, double *best_priority) noexcept;
   bool buckets_lopsided() const noexcept;
+  bool edges_due() const noexcept;
   NodeId search(uint64_t now, Eligible eligible) noexcept;
 
   LrfuParams params_;
