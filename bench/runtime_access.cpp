@@ -140,7 +140,10 @@ void BM_AccessHandlesThenAdmit(benchmark::State &state) {
   for (auto _ : state) {
     r.rt->access_handles(r.handles.data() + b * k, r.attention.data() + b * k, k);
     r.rt->step();
-    if (fresh >= kSpare) state.SkipWithError("the second tier is full");
+    if (fresh >= kSpare) {
+      state.SkipWithError("the second tier is full");
+      break;
+    }
     r.rt->admit(cxltier::key_from_sequence(uint64_t{1} << 40, fresh++));
     b = (b + 1) % kBatches;
   }
