@@ -6,7 +6,8 @@
 // LRU, FIFO, LFU and OPT share one shape: a lazy min-heap keyed by what the policy orders by
 // (updates push a fresh entry and leave the old one stale), so that a block moved into a lower
 // tier with an old recency lands at its true place in that tier's order, not at the front. In
-// the common case (the touched block becomes the newest) a push costs O(1).
+// the common case (the touched block becomes the newest) a push costs O(1): such entries go to a
+// sorted queue beside the heap, so that dropping them when stale costs O(1) too.
 #include "lib/policy/eviction.hpp"
 #include "lib/policy/lazy_heap.hpp"
 #include "lib/policy/lrfu_index.hpp"
@@ -73,15 +74,25 @@ public:
     push(id, st, false);
   }
   NodeId victim(uint64_t, Eligible eligible) noexcept override {
-    while (!heap_.empty() && stale(heap_.top())) heap_.pop();
-    if (heap_.empty()) return kNoNode;
-    if (eligible(heap_.top().id)) return heap_.top().id;
-    // Some blocks are pinned: best-first walk of the heap in key order until an eligible one.
-    walk_.clear();
-    walk_.push_back(0);
+    drop_stale_fronts();
+    const KeyedEntry *best = front();
+    if (best == nullptr) return kNoNode;
+    if (eligible(best->id)) return best->id;
+    // Some blocks are pinned: walk both orders best-first, merged, until an eligible one. The
+    // queue is sorted, so it is read in place; the heap is walked as a tree with a small
+    // best-first frontier.
     KeyedLess less;
     auto cmp = [&](uint32_t a, uint32_t b) { return less(heap_[b], heap_[a]); };
-    while (!walk_.empty()) {
+    walk_.clear();
+    if (!heap_.empty()) walk_.push_back(0);
+    size_t j = qhead_;
+    while (!walk_.empty() || j < queue_.size()) {
+      const bool from_queue = walk_.empty() || (j < queue_.size() && less(queue_[j], heap_[walk_.front()]));
+      if (from_queue) {
+        const KeyedEntry &e = queue_[j++];
+        if (!stale(e) && eligible(e.id)) return e.id;
+        continue;
+      }
       std::pop_heap(walk_.begin(), walk_.end(), cmp);
       uint32_t i = walk_.back();
       walk_.pop_back();
@@ -98,9 +109,17 @@ public:
   std::string validate() const override {
     std::ostringstream err;
     if (!heap_.is_heap()) err << name() << ": heap order violated; ";
+    KeyedLess less;
+    for (size_t i = qhead_ + 1; i < queue_.size(); ++i)
+      if (less(queue_[i], queue_[i - 1])) {
+        err << name() << ": queue out of order at " << i << "; ";
+        break;
+      }
     size_t live_entries = 0;
     for (size_t i = 0; i < heap_.size(); ++i)
       if (!stale(heap_[i])) ++live_entries;
+    for (size_t i = qhead_; i < queue_.size(); ++i)
+      if (!stale(queue_[i])) ++live_entries;
     if (live_entries != size_) err << name() << ": " << live_entries << " live entries for " << size_ << " blocks; ";
     return err.str();
   }
@@ -118,13 +137,51 @@ protected:
     uint32_t v = ++version_[id];
     k1_[id] = k1;
     k2_[id] = k2;
-    heap_.push(KeyedEntry{k1, k2, id, v});
-    if (heap_.size() > 2 * size_ + 4096) {
-      heap_.compact([this](const KeyedEntry &e) { return !stale(e); });
-    }
+    const KeyedEntry e{k1, k2, id, v};
+    // An entry that sorts at or after the newest queued one joins the queue in O(1): under LRU
+    // and FIFO that is nearly every push. Only the others (a block demoted with an old
+    // recency, LFU counts) pay a heap sift.
+    if (queue_.size() == qhead_ || !KeyedLess{}(e, queue_.back()))
+      queue_.push_back(e);
+    else
+      heap_.push(e);
+    if (heap_.size() + queue_.size() - qhead_ > 2 * size_ + 4096) compact();
   }
   bool stale(const KeyedEntry &e) const noexcept { return e.version != version_[e.id] || !live_[e.id]; }
 
+  // Stale entries at the fronts go first, so that front() is a live block (or there is none).
+  void drop_stale_fronts() noexcept {
+    while (qhead_ < queue_.size() && stale(queue_[qhead_])) ++qhead_;
+    if (qhead_ == queue_.size()) {
+      queue_.clear();
+      qhead_ = 0;
+    } else if (qhead_ >= 4096 && 2 * qhead_ >= queue_.size()) {
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(qhead_));
+      qhead_ = 0;
+    }
+    while (!heap_.empty() && stale(heap_.top())) heap_.pop();
+  }
+  // The least entry of the two orders, or null when both are empty.
+  const KeyedEntry *front() const noexcept {
+    const KeyedEntry *q = qhead_ < queue_.size() ? &queue_[qhead_] : nullptr;
+    if (heap_.empty()) return q;
+    if (q == nullptr || KeyedLess{}(heap_.top(), *q)) return &heap_.top();
+    return q;
+  }
+  // Drop every stale entry from both orders; the queue keeps its order, the heap is rebuilt.
+  void compact() noexcept {
+    size_t w = 0;
+    for (size_t r = qhead_; r < queue_.size(); ++r)
+      if (!stale(queue_[r])) queue_[w++] = queue_[r];
+    queue_.resize(w);
+    qhead_ = 0;
+    heap_.compact([this](const KeyedEntry &x) { return !stale(x); });
+  }
+
+  // Two orders whose union holds every live block's current entry (and stale ones): a queue of
+  // entries pushed in non-decreasing key order, read from qhead_, and a lazy heap for the rest.
+  std::vector<KeyedEntry> queue_;
+  size_t qhead_ = 0;
   LazyHeap<KeyedEntry, KeyedLess> heap_;
   std::vector<uint32_t> version_;
   std::vector<uint8_t> live_;

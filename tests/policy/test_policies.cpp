@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -437,4 +438,87 @@ TEST(Policies, Names) {
   EXPECT_EQ(parse_policy_kind("arc"), PolicyKind::arc);
   EXPECT_FALSE(parse_policy_kind("lirs").has_value());
   EXPECT_STREQ(policy_kind_name(PolicyKind::opt), "opt");
+}
+
+// LRU, FIFO and LFU keep entries pushed in key order in a queue and the others in a heap. A
+// block placed with an old recency (as a demotion does), ties in the key, pinned blocks and
+// erasures exercise both orders and the merged walk. Every victim must be the least eligible
+// live block by the policy's key, ties by id, as a full scan finds it.
+TEST(Policies, QueuedAndHeapedEntriesGiveTheBruteForceVictim) {
+  struct Live {
+    uint64_t tick, accesses, arrival;
+  };
+  for (PolicyKind k : {PolicyKind::lru, PolicyKind::fifo, PolicyKind::lfu}) {
+    for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+      std::mt19937_64 rng(seed * 7919 + static_cast<uint64_t>(k));
+      constexpr NodeId kIds = 512;
+      PolicyConfig cfg;
+      cfg.kind = k;
+      cfg.capacity_blocks = kIds;
+      auto pol = make_policy(cfg);
+      pol->reserve_ids(kIds);
+      std::map<NodeId, Live> live;
+      std::vector<uint8_t> pinned(kIds, 0);
+      Eligible el{[](const void *ctx, NodeId id) noexcept { return !static_cast<const uint8_t *>(ctx)[id]; }, pinned.data()};
+      uint64_t now = 1000, arrivals = 0;
+      // Ticks from a narrow band make ties common; old ticks reach the heap.
+      auto next_tick = [&]() -> uint64_t {
+        switch (rng() % 4) {
+          case 0: return now - rng() % 1000;  // an old recency
+          case 1: return now;                 // a tie with the newest
+          default: return ++now;
+        }
+      };
+      size_t checked = 0;
+      for (int op = 0; op < 40000; ++op) {
+        const NodeId id = static_cast<NodeId>(rng() % kIds);
+        const unsigned r = static_cast<unsigned>(rng() % 10);
+        auto it = live.find(id);
+        if (it == live.end() && r < 6) {
+          Live l{next_tick(), 1 + rng() % 4, ++arrivals};
+          PolicyState st;
+          st.tick = l.tick;
+          st.accesses = l.accesses;
+          pol->insert(id, Key{0, id}, st);
+          live[id] = l;
+        } else if (it != live.end() && r < 6) {
+          it->second.tick = next_tick();
+          it->second.accesses += 1;
+          PolicyState st;
+          st.tick = it->second.tick;
+          st.accesses = it->second.accesses;
+          pol->access(id, st);
+        } else if (it != live.end() && r < 7) {
+          pol->erase(id, EraseReason::evicted);
+          live.erase(it);
+        } else if (r < 8) {
+          pinned[id] = static_cast<uint8_t>(rng() % 3 == 0);
+        } else {
+          // Brute force: the least eligible live block by the policy's key, ties by id.
+          NodeId want = kNoNode;
+          std::tuple<uint64_t, uint64_t, NodeId> best{};
+          for (const auto &[n, l] : live) {
+            if (pinned[n]) continue;
+            std::tuple<uint64_t, uint64_t, NodeId> key =
+                k == PolicyKind::lru ? std::make_tuple(l.tick, uint64_t{0}, n)
+                : k == PolicyKind::fifo ? std::make_tuple(l.arrival, uint64_t{0}, n)
+                                        : std::make_tuple(l.accesses, l.tick, n);
+            if (want == kNoNode || key < best) {
+              want = n;
+              best = key;
+            }
+          }
+          ASSERT_EQ(pol->victim(now, el), want) << policy_kind_name(k) << " seed " << seed << " op " << op;
+          ++checked;
+          if (want != kNoNode && rng() % 2 == 0) {
+            pol->erase(want, EraseReason::evicted);
+            live.erase(want);
+          }
+        }
+      }
+      EXPECT_GT(checked, 3000u);
+      EXPECT_EQ(pol->size(), live.size());
+      EXPECT_EQ(pol->validate(), "") << policy_kind_name(k);
+    }
+  }
 }
