@@ -32,11 +32,17 @@ trap 'exit 130' INT TERM
 
 replicas=${CXLT_TEST_REDIS_REPLICAS:-1}
 nodes=$(( 3 * (1 + replicas) ))
-# Free ports P..P+nodes-1 whose cluster-bus ports (P+10000) are free too.
+# Free ports P..P+nodes-1 whose cluster-bus ports (P+10000) are free too. Both stay below the
+# kernel's ephemeral range: a port there can be the local end of some outgoing connection,
+# which a connect test does not see and which makes redis-server fail to bind.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ephemeral_low=32768
+read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && [ "$lo" -gt 0 ] 2>/dev/null && ephemeral_low=$lo
+choices=$(( (ephemeral_low - 10000 - nodes - 20000) / 10 ))
+[ "$choices" -ge 10 ] || choices=900  # an unusual range: fall back to the free-port test alone
 base=""
 for try in $(seq 1 50); do
-  b=$(( 20000 + (RANDOM % 900) * 10 ))
+  b=$(( 20000 + (RANDOM % choices) * 10 ))
   ok=1
   for i in $(seq 0 $((nodes - 1))); do
     port_free $((b + i)) && port_free $((b + i + 10000)) || { ok=0; break; }
