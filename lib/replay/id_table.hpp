@@ -57,6 +57,8 @@ public:
     return fresh;
   }
   size_t size() const noexcept { return size_; }
+  // A hint that `id` is looked up soon: its home slot's line is fetched meanwhile.
+  void prefetch(uint64_t id) const noexcept { __builtin_prefetch(&slots_[home(id)]); }
 
 private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};  // that id itself lives beside the array

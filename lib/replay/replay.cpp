@@ -156,8 +156,10 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
     first = false;
     prev_step = q.step;
     const size_t n = q.blocks.size();
+    // The unique-id set is large (8 bytes a slot, at most half full) and the ids land at random
+    // in it: their slots are fetched now and counted after the runtime's work for the request.
     if (count_unique)
-      for (uint64_t id : q.blocks) unique.insert(id);
+      for (uint64_t id : q.blocks) unique.prefetch(id);
     if (opt && next_n - ref < n)
       fail(CXLT_ERROR_INVALID_ARGUMENT, o.trace, ": the OPT next-use table holds ", next_n,
            " references but the trace has more (was it changed during the replay?)");
@@ -167,6 +169,8 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
     for (size_t i = 0; i < n; ++i) keys[i] = key_from_trace_id(q.blocks[i]);
     rt->reference_many(keys.data(), attn ? q.attention.data() : nullptr, opt ? next + ref : nullptr, n, results.data());
     ref += n;
+    if (count_unique)
+      for (uint64_t id : q.blocks) unique.insert(id);
     for (const ReferenceResult &res : results) {
       if (res.hit_tier >= 0) {
         ++tier_hits[static_cast<size_t>(res.hit_tier)];
