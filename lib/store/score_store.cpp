@@ -64,7 +64,7 @@ void ScoreStore::index_erase(NodeId id) noexcept {
   while (true) {
     j = (j + 1) & mask_;
     if (table_[j].id == kNoNode) break;
-    size_t h = home(entries_[table_[j].id].key);
+    size_t h = slot_home(table_[j]);
     // Move j back to i unless its home lies cyclically in (i, j].
     bool in_between = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
     if (!in_between) {

@@ -161,7 +161,13 @@ private:
   };
 
   size_t home(const Key &k) const noexcept { return static_cast<size_t>(key_hash(k)) & mask_; }
-  static uint32_t tag(const Key &k) noexcept { return static_cast<uint32_t>(key_hash(k) >> 32); }
+  // The hash's low 32 bits: a slot's home is its tag's low bits (tables up to 2^32 slots), so
+  // a deletion moves slots back without reading their entries' keys. Two keys in one probe
+  // run share a tag with probability 2^-(32 - log2 slots) when they share a home, 2^-32 else.
+  static uint32_t tag(const Key &k) noexcept { return static_cast<uint32_t>(key_hash(k)); }
+  size_t slot_home(const Slot &s) const noexcept {
+    return mask_ <= 0xffffffffu ? (s.tag & mask_) : home(entries_[s.id].key);
+  }
   void index_insert(NodeId id) noexcept;
   void index_erase(NodeId id) noexcept;
   void rehash(size_t table_size);
