@@ -43,20 +43,43 @@
 
 #include <new>
 
+#include <sys/mman.h>
+
 namespace cxltier {
 
 // --- ResidencyTable ---------------------------------------------------------------------------
 
+namespace {
+// A chunk is one 2 MiB page where the system gives transparent huge pages on request: engine
+// threads read the words at random, and with 4 KiB pages a table of a million ids spans 2,048
+// pages, so nearly every check would also miss the TLB.
+constexpr size_t kChunkWords = size_t{1} << ResidencyTable::kChunkBits;
+constexpr size_t kChunkBytes = kChunkWords * sizeof(uint64_t);
+static_assert(kChunkBytes == size_t{2} << 20);
+
+std::atomic<uint64_t> *new_chunk() {
+  void *p = ::operator new(kChunkBytes, std::align_val_t{kChunkBytes});
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, kChunkBytes, MADV_HUGEPAGE);  // advice: a refusal leaves 4 KiB pages
+#endif
+  auto *c = static_cast<std::atomic<uint64_t> *>(p);
+  for (size_t i = 0; i < kChunkWords; ++i) new (c + i) std::atomic<uint64_t>(0);
+  return c;
+}
+
+void delete_chunk(std::atomic<uint64_t> *c) noexcept { ::operator delete(c, std::align_val_t{kChunkBytes}); }
+}  // namespace
+
 ResidencyTable::ResidencyTable() : dir_(std::make_unique<std::atomic<std::atomic<uint64_t> *>[]>(kChunks)) {}
 
 ResidencyTable::~ResidencyTable() {
-  for (size_t c = 0; c < chunks_; ++c) delete[] dir_[c].load(std::memory_order_relaxed);
+  for (size_t c = 0; c < chunks_; ++c) delete_chunk(dir_[c].load(std::memory_order_relaxed));
 }
 
 void ResidencyTable::ensure(size_t n) {
   if (n > (kChunks << kChunkBits)) n = kChunks << kChunkBits;
   while ((chunks_ << kChunkBits) < n) {
-    auto *c = new std::atomic<uint64_t>[size_t{1} << kChunkBits]();
+    auto *c = new_chunk();
     dir_[chunks_].store(c, std::memory_order_release);
     ++chunks_;
   }

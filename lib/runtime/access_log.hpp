@@ -26,7 +26,7 @@ public:
   ResidencyTable(const ResidencyTable &) = delete;
   ResidencyTable &operator=(const ResidencyTable &) = delete;
 
-  static constexpr unsigned kChunkBits = 16;  // 65,536 ids (512 KiB) a chunk
+  static constexpr unsigned kChunkBits = 18;  // 262,144 ids (2 MiB, a huge page) a chunk
   static constexpr size_t kChunks = (size_t{1} << 31) >> kChunkBits;  // ids < 2^31 (the store's limit)
 
   // [runtime mutex held] Make ids below n addressable (may allocate a chunk).
