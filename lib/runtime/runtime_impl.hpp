@@ -173,6 +173,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void apply_records(const AccessRecord *r, size_t n) noexcept;
   void apply_access(NodeId id, uint32_t generation, float attention) noexcept;
   void prefetch_access(NodeId id, bool index) const noexcept;
+  bool prefetch_pays() const noexcept;
   // [mu held] Runtime::reference after its checks (admission.cpp).
   ReferenceResult reference_locked(std::unique_lock<std::mutex> &lk, const Key &key, float attention, uint64_t next_use);
 
