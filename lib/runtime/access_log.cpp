@@ -3,7 +3,9 @@
 // access buffer, and applying it.
 //
 // The access protocol (an engine thread E records accesses to blocks by handle):
-//  1. [no lock] E checks every attention value and every handle of the batch. A handle is good
+//  1. [no lock] E checks every attention value and every handle of the batch, prefetching the
+//     words ahead when prefetch_ahead (an atomic hint written under M as ids are issued) says
+//     so. A handle is good
 //     when its id's residency word equals (generation << 1) | 1. The word is written under M in
 //     the same critical section that makes the block resident in a tier (install) or resident
 //     nowhere (drop, release(forget), a finished write-out), so a handle whose block was
@@ -169,10 +171,14 @@ void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
 // Whether prefetching ahead pays: with few states, the store lines, index records and
 // residency words stay in cache, and the index prefetch (a chain of loads and a virtual call)
 // costs more than it saves (measured at 1K resident blocks: 28 % of the access path's time).
-bool Runtime::Impl::prefetch_pays() const noexcept {
+// Set under M whenever ids are issued (ensure_policy_ids); read without M in step 1, where it
+// is only a hint.
+void Runtime::Impl::note_id_limit() noexcept {
   constexpr size_t kPrefetchFromIds = size_t{1} << 14;  // about 1.8 MiB of store lines and index records
-  return store->id_limit() >= kPrefetchFromIds;
+  prefetch_ahead.store(store->id_limit() >= kPrefetchFromIds, std::memory_order_relaxed);
 }
+
+bool Runtime::Impl::prefetch_pays() const noexcept { return prefetch_ahead.load(std::memory_order_relaxed); }
 
 void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
   constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
@@ -210,13 +216,17 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   drain_accesses();
   if (log.append(handles, attention, n)) return true;
   // Larger than a buffer (or another thread of the same shard filled it again): apply here.
+  const bool ahead_here = prefetch_pays();
   constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; ahead_here && i < n; ++i) {
     if (i + kStoreAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kStoreAhead] & 0xffffffffu), false);
     if (i + kIndexAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kIndexAhead] & 0xffffffffu), true);
     apply_access(static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
                  attention ? attention[i] : 1.0f);
   }
+  for (size_t i = 0; !ahead_here && i < n; ++i)
+    apply_access(static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
+                 attention ? attention[i] : 1.0f);
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
   return true;
 }

@@ -25,6 +25,7 @@ bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
 void Runtime::Impl::ensure_policy_ids() {
   size_t need = store->id_limit();
   residency.ensure(need);
+  note_id_limit();
   if (need <= policy_ids) return;
   size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
   for (TierRt &t : tiers) t.policy->reserve_ids(n);

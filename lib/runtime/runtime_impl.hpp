@@ -174,6 +174,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void apply_access(NodeId id, uint32_t generation, float attention) noexcept;
   void prefetch_access(NodeId id, bool index) const noexcept;
   bool prefetch_pays() const noexcept;
+  void note_id_limit() noexcept;
+  std::atomic<bool> prefetch_ahead{false};  // see prefetch_pays (access_log.cpp)
   // [mu held] Runtime::reference after its checks (admission.cpp).
   ReferenceResult reference_locked(std::unique_lock<std::mutex> &lk, const Key &key, float attention, uint64_t next_use);
 
