@@ -162,8 +162,9 @@ private:
 
   size_t home(const Key &k) const noexcept { return static_cast<size_t>(key_hash(k)) & mask_; }
   // The hash's low 32 bits: a slot's home is its tag's low bits (tables up to 2^32 slots), so
-  // a deletion moves slots back without reading their entries' keys. Two keys in one probe
-  // run share a tag with probability 2^-(32 - log2 slots) when they share a home, 2^-32 else.
+  // a deletion moves slots back without reading their entries' keys. Two keys of one home share
+  // a tag with probability 2^-(32 - log2 slots) (a key comparison then decides); keys of
+  // different homes never do.
   static uint32_t tag(const Key &k) noexcept { return static_cast<uint32_t>(key_hash(k)); }
   size_t slot_home(const Slot &s) const noexcept {
     return mask_ <= 0xffffffffu ? (s.tag & mask_) : home(entries_[s.id].key);

@@ -37,7 +37,7 @@ nodes=$(( 3 * (1 + replicas) ))
 # which a connect test does not see and which makes redis-server fail to bind.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 ephemeral_low=32768
-read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && [ "$lo" -gt 0 ] 2>/dev/null && ephemeral_low=$lo
+{ read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range; } 2>/dev/null && [ "$lo" -gt 0 ] 2>/dev/null && ephemeral_low=$lo
 choices=$(( (ephemeral_low - 10000 - nodes - 20000) / 10 ))
 [ "$choices" -ge 10 ] || choices=900  # an unusual range: fall back to the free-port test alone
 base=""
