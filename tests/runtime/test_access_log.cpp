@@ -6,6 +6,8 @@
 #include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
+#include "lib/runtime/access_log.hpp"
+
 #include <cxltier/error.hpp>
 #include <cxltier/runtime.hpp>
 
@@ -141,4 +143,31 @@ TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
   ASSERT_TRUE(rt->wait_idle(10000));
   EXPECT_EQ(rt->stats().accesses, recorded.load());
   EXPECT_EQ(rt->validate(), "");
+}
+
+// The residency table grows in chunks of 2^kChunkBits ids: words on both sides of a chunk
+// boundary, in a chunk added later, read back as published, and ids past the chunks read as
+// resident nowhere.
+TEST(AccessLog, ResidencyWordsAcrossChunks) {
+  using cxltier::ResidencyTable;
+  constexpr size_t kChunk = size_t{1} << ResidencyTable::kChunkBits;
+  ResidencyTable t;
+  t.ensure(kChunk + 1);  // two chunks
+  const cxltier::NodeId ids[] = {0, static_cast<cxltier::NodeId>(kChunk - 1), static_cast<cxltier::NodeId>(kChunk)};
+  for (cxltier::NodeId id : ids) t.publish(id, 7, true);
+  for (cxltier::NodeId id : ids) {
+    EXPECT_TRUE(t.resident((uint64_t{7} << 32) | id)) << id;
+    EXPECT_FALSE(t.resident((uint64_t{8} << 32) | id)) << id << ": another generation";
+    EXPECT_EQ(t.word(id), (uint64_t{7} << 1) | 1u) << id;
+  }
+  const cxltier::NodeId far = static_cast<cxltier::NodeId>(2 * kChunk + 5);
+  EXPECT_FALSE(t.resident((uint64_t{1} << 32) | far)) << "no chunk holds it yet";
+  EXPECT_EQ(t.word(far), 0u);
+  t.ensure(far + 1);  // a third chunk, after the first two were written
+  t.publish(far, 1, true);
+  EXPECT_TRUE(t.resident((uint64_t{1} << 32) | far));
+  EXPECT_TRUE(t.resident((uint64_t{7} << 32) | ids[2])) << "an earlier chunk kept its words";
+  t.publish(ids[1], 7, false);
+  EXPECT_FALSE(t.resident((uint64_t{7} << 32) | ids[1]));
+  EXPECT_EQ(t.bytes(), ResidencyTable::kChunks * sizeof(void *) + 3 * kChunk * sizeof(uint64_t));
 }
