@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <sys/mman.h>
+#include "lib/core/huge_pages.hpp"
 
 namespace cxltier {
 
@@ -85,21 +85,9 @@ public:
   void clear() noexcept { size_ = 0; }
 
 private:
-  // A large array is read at random (a state per block): with 4 KiB pages nearly every access
-  // would also miss the TLB. Transparent huge pages are asked for (where the system leaves
-  // them to madvise) over the 2 MiB-aligned part of arrays of 4 MiB and more; advice only,
-  // so a refusal changes nothing.
+  // Arrays of 4 MiB and more ask for huge pages (lib/core/huge_pages.hpp) after every growth.
   static void advise_huge_pages(void *p, size_t bytes) noexcept {
-#ifdef MADV_HUGEPAGE
-    constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-    if (bytes < 2 * kHuge) return;
-    const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-    if (hi > lo) (void)madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
+    if (bytes >= 2 * kHugePageBytes) cxltier::advise_huge_pages(p, bytes);
   }
 
   T *data_ = nullptr;

@@ -43,9 +43,9 @@
 
 #include <cxltier/error.hpp>
 
-#include <new>
+#include "lib/core/huge_pages.hpp"
 
-#include <sys/mman.h>
+#include <new>
 
 namespace cxltier {
 
@@ -57,13 +57,11 @@ namespace {
 // pages, so nearly every check would also miss the TLB.
 constexpr size_t kChunkWords = size_t{1} << ResidencyTable::kChunkBits;
 constexpr size_t kChunkBytes = kChunkWords * sizeof(uint64_t);
-static_assert(kChunkBytes == size_t{2} << 20);
+static_assert(kChunkBytes == kHugePageBytes);
 
 std::atomic<uint64_t> *new_chunk() {
   void *p = ::operator new(kChunkBytes, std::align_val_t{kChunkBytes});
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, kChunkBytes, MADV_HUGEPAGE);  // advice: a refusal leaves 4 KiB pages
-#endif
+  advise_huge_pages(p, kChunkBytes);
   auto *c = static_cast<std::atomic<uint64_t> *>(p);
   for (size_t i = 0; i < kChunkWords; ++i) new (c + i) std::atomic<uint64_t>(0);
   return c;
@@ -180,17 +178,31 @@ void Runtime::Impl::note_id_limit() noexcept {
 
 bool Runtime::Impl::prefetch_pays() const noexcept { return prefetch_ahead.load(std::memory_order_relaxed); }
 
-void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
+namespace {
+// Apply n accesses in order (protocol step 3), rec(i) giving the i-th as an AccessRecord. While
+// prefetching pays, the store line of the record 16 ahead and the index lines of the one 8
+// ahead are fetched meanwhile.
+template <typename Rec>
+void apply_in_order(Runtime::Impl &m, size_t n, Rec rec) noexcept {
   constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
-  if (!prefetch_pays()) {
-    for (size_t i = 0; i < n; ++i) apply_access(r[i].id, r[i].generation, r[i].attention);
+  if (!m.prefetch_pays()) {
+    for (size_t i = 0; i < n; ++i) {
+      const AccessRecord r = rec(i);
+      m.apply_access(r.id, r.generation, r.attention);
+    }
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
-    if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
-    apply_access(r[i].id, r[i].generation, r[i].attention);
+    if (i + kStoreAhead < n) m.prefetch_access(rec(i + kStoreAhead).id, false);
+    if (i + kIndexAhead < n) m.prefetch_access(rec(i + kIndexAhead).id, true);
+    const AccessRecord r = rec(i);
+    m.apply_access(r.id, r.generation, r.attention);
   }
+}
+}  // namespace
+
+void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
+  apply_in_order(*this, n, [r](size_t i) { return r[i]; });
 }
 
 void Runtime::Impl::drain_accesses() noexcept {
@@ -216,17 +228,10 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   drain_accesses();
   if (log.append(handles, attention, n)) return true;
   // Larger than a buffer (or another thread of the same shard filled it again): apply here.
-  const bool ahead_here = prefetch_pays();
-  constexpr size_t kStoreAhead = 16, kIndexAhead = 8;
-  for (size_t i = 0; ahead_here && i < n; ++i) {
-    if (i + kStoreAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kStoreAhead] & 0xffffffffu), false);
-    if (i + kIndexAhead < n) prefetch_access(static_cast<NodeId>(handles[i + kIndexAhead] & 0xffffffffu), true);
-    apply_access(static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
-                 attention ? attention[i] : 1.0f);
-  }
-  for (size_t i = 0; !ahead_here && i < n; ++i)
-    apply_access(static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
-                 attention ? attention[i] : 1.0f);
+  apply_in_order(*this, n, [handles, attention](size_t i) {
+    return AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
+                        attention ? attention[i] : 1.0f, 0};
+  });
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
   return true;
 }
