@@ -119,7 +119,8 @@ TEST(FastDiv, QuotientIsTheDivideOnEdgesAndRandomValues) {
 }
 
 // PodVector against std::vector through growth past the mmap threshold (where realloc moves pages
-// instead of copying): the same elements in the same places, and a move leaves the source empty.
+// instead of copying): the same elements in the same places, aligned to a cache line, and a move
+// leaves the source empty.
 TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
   struct Rec {
     uint64_t a;
@@ -142,6 +143,10 @@ TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
     }
     pod.emplace_back() = Rec{1, 2.0, 3};
     ref.push_back(Rec{1, 2.0, 3});
+    // Elements start on a cache line whatever offset realloc's block has (16 bytes into a page
+    // once it is mapped), and the elements so far survive a move to another offset.
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(pod.data()) % PodVector<Rec>::kAlign, 0u) << pod.size();
+    ASSERT_EQ(pod[pod.size() / 2].a, ref[ref.size() / 2].a) << pod.size();
   }
   ASSERT_EQ(pod.size(), ref.size());
   EXPECT_GE(pod.capacity(), pod.size());
