@@ -137,13 +137,15 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 
 void LrfuIndex::reserve_ids(size_t n) {
   if (n <= ids_.size()) return;
-  ids_.resize(n, PerId{0.0, 0, Key{}, 0, kNoBucket, 0, 0});
+  ids_.resize(n, PerId{0.0, 0, 0, kNoBucket, 0, 0});
+  keys_.resize(n);
   live_.reserve(n);
   pending_.reserve(n);
 }
 
 void LrfuIndex::plan_ids(size_t n) {
   ids_.reserve(n);
+  keys_.reserve(n);
   live_.reserve(n);
   pending_.reserve(n);
 }
@@ -246,7 +248,7 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
   note_level(b, st.score);
   ids_[id].s = st.score;
   ids_[id].t = st.last_access;
-  ids_[id].key = key;
+  keys_[id] = key;
   ids_[id].bucket = b;
   ids_[id].live_pos = static_cast<uint32_t>(live_.size());
   live_.push_back(id);
@@ -306,7 +308,7 @@ void LrfuIndex::flush_pending() {
     --live_in_bucket_[r.bucket];
     ++live_in_bucket_[b];
     r.bucket = b;
-    push_entry(b, Entry{r.t, r.s, r.key, id, r.version});
+    push_entry(b, Entry{r.t, r.s, keys_[id], id, r.version});
     ++pushed;
   }
   clear_pending();
@@ -321,9 +323,7 @@ void LrfuIndex::clear_pending() noexcept {
 
 void LrfuIndex::prefetch(NodeId id) const noexcept {
   if (id >= ids_.size()) return;
-  const char *p = reinterpret_cast<const char *>(&ids_[id]);
-  __builtin_prefetch(p, 1);
-  __builtin_prefetch(p + sizeof(PerId) - 1, 1);  // a 48-byte record may straddle two lines
+  __builtin_prefetch(&ids_[id], 1);
 }
 
 void LrfuIndex::maybe_compact(size_t ops) {
@@ -429,7 +429,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       ids_[id].bucket = b;
       ids_[id].pending = 0;
       ++live_in_bucket_[b];
-      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, ids_[id].key, id, ids_[id].version});
+      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, keys_[id], id, ids_[id].version});
     }
     clear_pending();
   }

@@ -261,21 +261,22 @@ private:
   size_t total_entries_ = 0;
   size_t examined_since_rebuild_ = 0;  // entries victim searches examined since the last rebuild
 
-  // Per id, in one record so that an access touches one place (48 bytes: one cache line, or
-  // two when it straddles): current state (the auditor reads it), version, bucket (of its
-  // latest entry; a pending block's entry is stale, and it is still counted there), place in
-  // live_, and whether it is pending (in pending_, without a live entry).
+  // Per id, in one record so that an access touches one cache line (32 bytes, and the array
+  // starts on a line, so a record never straddles two): current state (the auditor reads it),
+  // version, bucket (of its latest entry; a pending block's entry is stale, and it is still
+  // counted there), place in live_, and whether it is pending (in pending_, without a live
+  // entry). The key, needed only when an entry is made and by the auditor, is in keys_.
   struct PerId {
     double s;
     uint64_t t;
-    Key key;
     uint32_t version;
     uint32_t bucket;
     uint32_t live_pos;
     uint32_t pending;
   };
-  static_assert(sizeof(PerId) == 48);
+  static_assert(sizeof(PerId) == 32 && PodVector<PerId>::kAlign % sizeof(PerId) == 0);
   PodVector<PerId> ids_;
+  PodVector<Key> keys_;  // per id, beside ids_
   std::vector<NodeId> live_;
   std::vector<NodeId> pending_;  // live blocks accessed since they were last indexed, each once
   // The lowest score and oldest access any pending block had since the list was last emptied.

@@ -14,7 +14,7 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
     if (!eligible(id)) continue;
     double p = prio(ids_[id].s, ids_[id].t, now);
     if (best == kNoNode ||
-        evicts_before(p, ids_[id].t, ids_[id].s, ids_[id].key, best_p, ids_[best].t, ids_[best].s, ids_[best].key)) {
+        evicts_before(p, ids_[id].t, ids_[id].s, keys_[id], best_p, ids_[best].t, ids_[best].s, keys_[best])) {
       best = id;
       best_p = p;
     }
