@@ -67,6 +67,21 @@ public:
   virtual NodeId victim(uint64_t now, Eligible eligible) noexcept = 0;  // kNoNode if none
   virtual void before_admit(NodeId /*id*/, const Key & /*key*/) noexcept {}
   virtual void forget(NodeId /*id*/) noexcept {}
+  // Access applied by several threads at once (the runtime's parallel drain). A policy whose
+  // splits_access() is true divides access(id, st) in two:
+  //  - access_own(id, st) touches only id's own per-block data, so calls for different ids may
+  //    run at the same time in different threads (never two for one id at once). It returns
+  //    true when the policy must also hear note_pending(id).
+  //  - then, in one thread: note_pending(id) for each id whose access_own returned true, and
+  //    note_pending_bound(s, t) with the lowest score and oldest step of every st passed.
+  // Together they leave the policy as access(id, st) for each would. Before a round of at most
+  // n access_own calls, prepare_access_own(n) (one thread) makes room so that no note_pending
+  // has to reorganise the policy.
+  virtual bool splits_access() const noexcept { return false; }
+  virtual void prepare_access_own(size_t /*n*/) noexcept {}
+  virtual bool access_own(NodeId /*id*/, const PolicyState & /*st*/) noexcept { return false; }
+  virtual void note_pending(NodeId /*id*/) noexcept {}
+  virtual void note_pending_bound(double /*s*/, uint64_t /*t*/) noexcept {}
   // A hint: access(id) follows soon; bring its per-block data toward the cache.
   virtual void prefetch(NodeId /*id*/) const noexcept {}
   virtual size_t size() const noexcept = 0;

@@ -74,6 +74,11 @@ public:
   void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
   void erase(NodeId id, EraseReason why) noexcept override;
   void access(NodeId id, const PolicyState &st) noexcept override;
+  bool splits_access() const noexcept override { return true; }
+  void prepare_access_own(size_t n) noexcept override;
+  bool access_own(NodeId id, const PolicyState &st) noexcept override;
+  void note_pending(NodeId id) noexcept override;
+  void note_pending_bound(double s, uint64_t t) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
   void prefetch(NodeId id) const noexcept override;
   size_t size() const noexcept override { return live_.size(); }

@@ -406,3 +406,54 @@ TEST(LrfuIndex, TieBreaksAreDeterministic) {
   NodeId v = idx.victim(50, Eligible::all());
   EXPECT_EQ(v, idx.victim_bruteforce(50, Eligible::all()));
 }
+
+// The pending list is full when blocks are erased, admitted again and accessed between victim
+// searches (each such access takes a new place). Whether the index applies an access whole
+// (access) or split (access_own, then note_pending and note_pending_bound, as the runtime's
+// parallel drain does), the flush that makes room must leave every block with exactly one live
+// entry and the victims those of a full scan.
+TEST(LrfuIndex, FullPendingListKeepsVictimsExact) {
+  for (bool split : {false, true}) {
+    std::mt19937_64 rng(split ? 11 : 12);
+    const LrfuParams params{0.2, 0.01, ScoreMode::touch};
+    LrfuIndex idx(params, 16, false);
+    constexpr NodeId kIds = 8;
+    idx.reserve_ids(kIds);  // the pending list holds 8 places
+    std::vector<PolicyState> st(kIds);
+    std::vector<uint8_t> live(kIds, 0);
+    uint64_t now = 1;
+    for (NodeId id = 0; id < 4; ++id) {
+      st[id].last_access = now;
+      idx.insert(id, Key{0, id}, st[id]);
+      live[id] = 1;
+    }
+    for (int round = 0; round < 4000; ++round) {
+      const NodeId id = static_cast<NodeId>(rng() % kIds);
+      if (live[id] && rng() % 2) {
+        idx.erase(id, EraseReason::evicted);
+        live[id] = 0;
+      }
+      if (!live[id]) {
+        st[id].last_access = now;
+        idx.insert(id, Key{0, id}, st[id]);
+        live[id] = 1;
+      }
+      st[id].score = lrfu_access(st[id].score, now - st[id].last_access, static_cast<float>(rng() % 100) / 100.0f, params);
+      st[id].last_access = now;
+      if (split) {
+        idx.prepare_access_own(1);
+        if (idx.access_own(id, st[id])) idx.note_pending(id);
+        idx.note_pending_bound(st[id].score, st[id].last_access);
+      } else {
+        idx.access(id, st[id]);
+      }
+      now += rng() % 3;
+      if (rng() % 16 == 0) {  // a search now and then, most rounds without one
+        ASSERT_EQ(idx.victim(now, Eligible::all()), idx.victim_bruteforce(now, Eligible::all())) << round;
+        ASSERT_EQ(idx.validate(), "") << round;
+      }
+    }
+    EXPECT_EQ(idx.victim(now, Eligible::all()), idx.victim_bruteforce(now, Eligible::all()));
+    EXPECT_EQ(idx.validate(), "") << (split ? "split" : "whole");
+  }
+}
