@@ -16,12 +16,17 @@
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
 //     batch only. When the buffer has no room, E takes M, drains (step 3) and appends again; a
 //     batch larger than a buffer is applied at once under M, each record checked as in step 3.
+//     While M is taken by a drain applied in parts, E helps apply it instead of waiting, and E
+//     also helps after an append that found such a drain under way (parallel_drain.cpp).
 //  3. [M held] A drain. Every call that takes M to read or decide from policy state (admit,
 //     access by key, reference, lookup, move, pin, unpin, release, policy_state, step,
 //     checkpoint, stats, validate, close) and the background mover's pass drain first. Each
 //     shard's active buffer is swapped for its empty one under the shard lock (appenders go on
 //     into the other), then its records are applied in order, M held, with the store line and
-//     the index lines of the record 8 ahead prefetched. Each record is checked again: a record
+//     the index lines of the record 8 ahead prefetched (or, with several engine threads and many
+//     records, sorted into parts by block that the drainer and waiting engine threads apply at
+//     once: parallel_drain.cpp, whose protocol keeps everything this one states). Each record
+//     is checked again: a record
 //     whose id now names another key (forgotten and reused) is dropped, since the access came
 //     before the forget that erased its state; one whose block was dropped since step 1
 //     updates the remembered state only (the access came before the drop); any other is
@@ -123,6 +128,7 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
       return false;  // the caller applies the batch under the runtime's mutex instead
     }
     s.active = s.bufs[0].get();
+    shards_in_use_.fetch_add(1, std::memory_order_relaxed);
   }
   if (kCapacity - s.n < n) return false;
   AccessRecord *d = s.active + s.n;
@@ -207,7 +213,7 @@ void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
 
 void Runtime::Impl::drain_accesses() noexcept {
   if (!log.pending()) return;
-  log.drain([this](const AccessRecord *r, size_t n) { apply_records(r, n); });
+  if (!drain_in_parts()) log.drain([this](const AccessRecord *r, size_t n) { apply_records(r, n); });
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
 }
 
@@ -223,8 +229,20 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
       fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
            " is stale (its block was dropped or forgotten) or was never issued");
   }
-  if (log.append(handles, attention, n)) return true;  // step 2
-  std::unique_lock lk(mu);
+  if (log.append(handles, attention, n)) {  // step 2
+    // A drain under way in another thread goes faster with this one's help
+    // (parallel_drain.cpp); the flag read here is a hint, help_drain checks it properly.
+    if (par.open.load(std::memory_order_relaxed)) help_drain();
+    return true;
+  }
+  // M is taken: while a drain there has parts left, help apply it (parallel_drain.cpp) rather
+  // than wait.
+  std::unique_lock lk(mu, std::defer_lock);
+  while (!lk.try_lock())
+    if (!help_drain()) {
+      lk.lock();
+      break;
+    }
   drain_accesses();
   if (log.append(handles, attention, n)) return true;
   // Larger than a buffer (or another thread of the same shard filled it again): apply here.

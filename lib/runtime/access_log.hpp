@@ -80,6 +80,10 @@ public:
   bool append(const uint64_t *handles, const float *attention, size_t n) noexcept;
   // True when some shard may hold records (a drain has something to do).
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire) != 0; }
+  // Records appended and not yet drained (a hint: appenders may add more meanwhile).
+  size_t pending_records() const noexcept { return pending_.load(std::memory_order_acquire); }
+  // Shards that some thread has appended to: more than one means more than one engine thread.
+  unsigned shards_in_use() const noexcept { return shards_in_use_.load(std::memory_order_relaxed); }
   // [runtime mutex held: one drainer at a time] Hand every record appended so far to f, shard
   // by shard, each shard's in the order it was appended.
   template <typename F>
@@ -111,6 +115,7 @@ private:
   };
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
+  std::atomic<unsigned> shards_in_use_{0};
 };
 
 }  // namespace cxltier

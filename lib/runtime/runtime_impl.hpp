@@ -15,6 +15,7 @@
 #include "lib/memory/copy.hpp"
 #include "lib/memory/pool.hpp"
 #include "lib/runtime/access_log.hpp"
+#include "lib/runtime/parallel_drain.hpp"
 #include "lib/runtime/counters.hpp"
 #include "lib/runtime/remote.hpp"
 #include "lib/runtime/placement.hpp"
@@ -176,6 +177,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;
   std::atomic<bool> prefetch_ahead{false};  // see prefetch_pays (access_log.cpp)
+  // --- parallel_drain.cpp: a drain applied by the draining thread and waiting engine threads.
+  ParallelDrain par;
+  bool drain_in_parts() noexcept;  // [mu held] false: not worth it here, drain serially
+  bool help_drain() noexcept;      // [no lock] apply parts of an open drain; true if any
+  unsigned claim_parts() noexcept;
+  void apply_part(unsigned p) noexcept;
+  void apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept;
   // [mu held] Runtime::reference after its checks (admission.cpp).
   ReferenceResult reference_locked(std::unique_lock<std::mutex> &lk, const Key &key, float attention, uint64_t next_use);
 

@@ -166,7 +166,14 @@ std::string Runtime::validate() const {
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   std::string err;
   std::vector<uint32_t> per_tier(m.tiers.size(), 0), moving(m.tiers.size(), 0);
+  // A block flagged as queued for promotion is in the queue (the queue may also hold blocks
+  // whose flag a move cleared since).
+  std::vector<uint8_t> queued(m.store->id_limit(), 0);
+  for (NodeId id : m.promote_queue)
+    if (id < queued.size()) queued[id] = 1;
   m.store->for_each([&](NodeId id, const StoreEntry &e) {
+    if ((e.res.flags & kFlagPromoteQueued) && !queued[id])
+      err += "block " + e.key.hex() + " is flagged as queued for promotion but is not in the queue; ";
     const uint64_t word = e.res.tier >= 0 ? (static_cast<uint64_t>(e.res.generation) << 1) | 1u : 0;
     if (m.residency.word(id) != word)
       err += "block " + e.key.hex() + " has residency word " + std::to_string(m.residency.word(id)) + ", expected " +

@@ -15,6 +15,10 @@ class FaultControl;  // tiers/faulty/faulty.hpp
 struct RuntimeTestAccess {
   // The fault controller of a tier using the faulty backend, or nullptr.
   static std::shared_ptr<FaultControl> faults(Runtime &rt, size_t rank);
+  // Drains of the access log applied in parts (lib/runtime/parallel_drain.cpp), and the parts
+  // of them that engine threads other than the draining one applied.
+  static uint64_t parallel_drains(Runtime &rt);
+  static uint64_t parts_helped(Runtime &rt);
 };
 
 }  // namespace cxltier

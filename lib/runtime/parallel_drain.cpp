@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+// A drain of the access log (access_log.cpp, protocol step 3) applied by more than one thread.
+//
+// With one engine thread the drain is applied by whoever holds the runtime's mutex M, record by
+// record. With two, one thread applies while the other, its shard full, waits for M: two
+// threads record no faster than one applies. Here the waiting thread helps instead.
+//
+// The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
+// thread that found its shard full and M taken):
+//  1. [M held by D] D drains only when more than one shard is in use, at least kMinRecords
+//     records wait, prefetching pays (many ids: the records miss the cache), and every tier's
+//     policy splits its access (eviction.hpp). D takes every shard's buffer (as the serial
+//     drain does), sorts the records into kParts parts by block (part_of: stable, so each
+//     part's records stay in drain order, and one block's records are all in one part), gives
+//     each record its tick (tick_base + 1 + its place in drain order, as the serial drain's
+//     ++tick would have, except that a record refused in step 3 leaves its tick unused), and
+//     has each policy make room for the pending ids the round can add (prepare_access_own).
+//  2. D resets the claim counters and sets `open` (seq_cst): everything step 1 wrote happens
+//     before a helper that sees `open` reads it.
+//  3. [D and any H, without M for H] Each claims parts one at a time (`next`) and applies the
+//     claimed part's records as the serial drain would, except what other parts share: the
+//     store line and the policy's own record of a block are written only by the thread that
+//     holds its part; counters, the lowest indexed score and which records need note_pending
+//     or a promotion go to the part's slot and the record itself. A part done counts `done`
+//     (release). H enters by incrementing `helpers` before it reads `open` and leaves by
+//     decrementing it (both seq_cst), and claims nothing once `open` is clear.
+//  4. When no part is left to claim, D clears `open` (seq_cst) and waits until `done` is
+//     kParts and `helpers` is 0 (acquire). By the seq_cst order of steps 3 and 4, a helper
+//     either was counted in `helpers` before D read it (D waits for it) or reads `open` clear
+//     (it touches nothing). So when D goes on, no helper is in this drain, and every part's
+//     writes happen before D's reads.
+//  5. [M held by D] D sums the parts' counters into the runtime's, passes the records that need
+//     it to note_pending (in part order) and the promotion queue (in drain order, as the serial
+//     drain queues them), and each tier's lowest score
+//     and the step to note_pending_bound. Then M is released as after a serial drain, and
+//     everything the protocol access_log.cpp numbers (order, what a later call sees) holds:
+//     no call that takes M can run between steps 1 and 5.
+// Locks: H holds no lock while it helps (it left its shard lock when its append failed), and D
+// holds M only, so the lock order of access_log.cpp is unchanged. A helper never waits: it
+// helps while there are parts to claim, then blocks on M as before.
+#include "lib/runtime/runtime_impl.hpp"
+#include "lib/runtime/test_access.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <new>
+#include <thread>
+
+namespace cxltier {
+
+namespace {
+constexpr size_t kPromoteQueueLimit = 65536;  // as note_access (access.cpp)
+}  // namespace
+
+// Protocol step 3 for one record: apply_access and note_access, with what parts share kept in
+// the part's slot and the record.
+void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept {
+  const NodeId id = rec.id;
+  const uint32_t generation = rec.generation;
+  rec.generation = 0;
+  if (!store->valid(id)) return;
+  StoreEntry &e = (*store)[id];
+  if (e.res.generation != generation) return;  // forgotten since, the id reused for another key
+  const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
+  e.st.score = lrfu_access(e.st.score, idle, rec.attention, cfg.lrfu);
+  e.st.last_access = now;
+  ++e.st.accesses;
+  e.st.tick = par.tick_base + 1 + rec.unused;
+  ++part.accesses;
+  if (e.res.tier < 0) return;  // dropped since the handle was checked: the state only
+  const auto t = static_cast<unsigned>(e.res.tier);
+  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
+  uint32_t out = ParallelDrain::kApplied | t;
+  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
+    if (tiers[t].policy->access_own(id, e.st)) out |= ParallelDrain::kNotePending;
+    part.min_score[t] = part.indexed[t] ? std::min(part.min_score[t], e.st.score) : e.st.score;
+    part.indexed[t] = true;
+  }
+  ++part.hits[t];
+  if (t > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.res.flags & kFlagPromoteQueued) == 0) {
+    e.res.flags |= kFlagPromoteQueued;  // step 5 queues it, or clears this if the queue is full
+    out |= ParallelDrain::kPromote;
+    part.promotes = true;
+  }
+  rec.generation = out;
+}
+
+void Runtime::Impl::apply_part(unsigned p) noexcept {
+  ParallelDrain::Part &part = par.parts[p];
+  AccessRecord *r = par.records.get() + part.begin;
+  const size_t n = part.end - part.begin;
+  constexpr size_t kStoreAhead = 16, kIndexAhead = 8;  // as apply_in_order (access_log.cpp)
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
+    if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
+    apply_access_own(r[i], part);
+  }
+}
+
+// Step 3: claim and apply parts until none is left. Returns how many this thread applied.
+unsigned Runtime::Impl::claim_parts() noexcept {
+  unsigned claimed = 0;
+  for (;;) {
+    const unsigned p = par.next.fetch_add(1, std::memory_order_acq_rel);
+    if (p >= ParallelDrain::kParts) return claimed;
+    apply_part(p);
+    par.done.fetch_add(1, std::memory_order_release);
+    ++claimed;
+  }
+}
+
+bool Runtime::Impl::help_drain() noexcept {
+  par.helpers.fetch_add(1, std::memory_order_seq_cst);
+  unsigned helped = 0;
+  if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts();
+  if (helped != 0) par.parts_helped.fetch_add(helped, std::memory_order_relaxed);
+  par.helpers.fetch_sub(1, std::memory_order_seq_cst);
+  return helped != 0;
+}
+
+uint64_t RuntimeTestAccess::parallel_drains(Runtime &rt) {
+  std::lock_guard g(rt.impl_->mu);
+  return rt.impl_->par.drains;
+}
+
+uint64_t RuntimeTestAccess::parts_helped(Runtime &rt) { return rt.impl_->par.parts_helped.load(std::memory_order_relaxed); }
+
+bool Runtime::Impl::drain_in_parts() noexcept {
+  using PD = ParallelDrain;
+  // Step 1.
+  if (log.shards_in_use() < 2 || log.pending_records() < PD::kMinRecords || !prefetch_pays()) return false;
+  for (const TierRt &t : tiers)
+    if (!t.policy->splits_access()) return false;
+  if (!par.records || !par.promote_at) {
+    constexpr size_t kMost = AccessLog::kShards * AccessLog::kCapacity;
+    par.records.reset(new (std::nothrow) AccessRecord[kMost]);
+    par.promote_at.reset(new (std::nothrow) NodeId[kMost]);
+    if (!par.records || !par.promote_at) return false;  // the serial drain needs no memory
+  }
+  const AccessRecord *bufs[AccessLog::kShards];
+  size_t lens[AccessLog::kShards];
+  size_t nbufs = 0, total = 0;
+  log.drain([&](const AccessRecord *r, size_t n) {
+    bufs[nbufs] = r;
+    lens[nbufs] = n;
+    ++nbufs;
+    total += n;
+  });
+  if (total < PD::kMinRecords) {  // fewer than the hint said
+    for (size_t b = 0; b < nbufs; ++b) apply_records(bufs[b], lens[b]);
+    return true;
+  }
+  uint32_t at[PD::kParts] = {};
+  for (size_t b = 0; b < nbufs; ++b)
+    for (size_t i = 0; i < lens[b]; ++i) ++at[PD::part_of(bufs[b][i].id)];
+  uint32_t begin = 0;
+  for (unsigned p = 0; p < PD::kParts; ++p) {
+    PD::Part &part = par.parts[p];
+    part.begin = begin;
+    part.end = begin + at[p];
+    at[p] = begin;
+    begin = part.end;
+    part.accesses = 0;
+    std::fill(std::begin(part.hits), std::end(part.hits), uint64_t{0});
+    std::fill(std::begin(part.indexed), std::end(part.indexed), false);
+    part.promotes = false;
+  }
+  uint32_t place = 0;
+  for (size_t b = 0; b < nbufs; ++b)
+    for (size_t i = 0; i < lens[b]; ++i) {
+      AccessRecord r = bufs[b][i];
+      r.unused = place++;
+      par.records[at[PD::part_of(r.id)]++] = r;
+    }
+  par.tick_base = tick;
+  tick += total;
+  for (TierRt &t : tiers) t.policy->prepare_access_own(total);
+  ++par.drains;
+  // Step 2.
+  par.next.store(0, std::memory_order_relaxed);
+  par.done.store(0, std::memory_order_relaxed);
+  par.open.store(true, std::memory_order_seq_cst);
+  // Steps 3 and 4.
+  claim_parts();
+  par.open.store(false, std::memory_order_seq_cst);
+  while (par.done.load(std::memory_order_acquire) < PD::kParts || par.helpers.load(std::memory_order_seq_cst) != 0)
+    std::this_thread::yield();
+  // Step 5.
+  double min_score[CXLT_MAX_TIERS];
+  bool indexed[CXLT_MAX_TIERS] = {};
+  bool promotes = false;
+  for (const PD::Part &part : par.parts) {
+    accesses += part.accesses;
+    promotes = promotes || part.promotes;
+    for (size_t t = 0; t < tiers.size(); ++t) {
+      tiers[t].hits += part.hits[t];
+      if (!part.indexed[t]) continue;
+      min_score[t] = indexed[t] ? std::min(min_score[t], part.min_score[t]) : part.min_score[t];
+      indexed[t] = true;
+    }
+  }
+  if (promotes) std::fill(par.promote_at.get(), par.promote_at.get() + total, kNoNode);
+  for (size_t i = 0; i < total; ++i) {
+    const AccessRecord &r = par.records[i];
+    if ((r.generation & PD::kApplied) == 0) continue;
+    const unsigned t = r.generation & PD::kTierMask;
+    if (r.generation & PD::kNotePending) tiers[t].policy->note_pending(r.id);
+    if (r.generation & PD::kPromote) par.promote_at[r.unused] = r.id;
+  }
+  for (size_t i = 0; promotes && i < total; ++i) {
+    const NodeId id = par.promote_at[i];
+    if (id == kNoNode) continue;
+    if (promote_queue.size() < kPromoteQueueLimit)
+      promote_queue.push_back(id);
+    else
+      (*store)[id].res.flags = static_cast<uint8_t>((*store)[id].res.flags & ~kFlagPromoteQueued);
+  }
+  for (size_t t = 0; t < tiers.size(); ++t)
+    if (indexed[t]) tiers[t].policy->note_pending_bound(min_score[t], now);
+  return true;
+}
+
+}  // namespace cxltier
