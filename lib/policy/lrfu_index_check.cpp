@@ -24,6 +24,8 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
 
 std::string LrfuIndex::validate() const {
   std::ostringstream err;
+  if (stats_.audit_disagreements != 0)
+    err << "the auditor disagreed with " << stats_.audit_disagreements << " of " << stats_.audits << " victim choices; ";
   std::vector<uint32_t> live_count(heaps_.size(), 0);
   std::vector<uint32_t> found(ids_.size(), 0);
   size_t entries = 0;

@@ -152,11 +152,13 @@ TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
 // Three engine threads record overlapping random batches over 20,000 resident blocks (enough
 // ids that the drain is applied in parts, lib/runtime/parallel_drain.cpp), while the main
 // thread reads states and stats (each such call drains, so it is the draining thread while the
-// engines help). Each round is one step; with attention 1.0 the order of one step's accesses
-// to a block does not change its score, so after the round every block must show exactly its
+// engines help). Each round is one step; with one attention value for all accesses of a round
+// the order of one step's accesses to a block does not change its score, so after the round
+// every block must show exactly its
 // count of accesses and the score that count gives, and the runtime must validate. Run on one
 // synchronous tier, and on three tiers with the background mover promoting (which drains too,
-// and moves blocks while they are accessed; every block fits somewhere, so none is dropped).
+// and moves blocks while they are accessed; every block fits somewhere, so none is dropped),
+// where every victim is also audited against a full scan (validate reports a disagreement).
 namespace {
 void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
   constexpr size_t kBatch = 512, kThreads = 3;
@@ -171,6 +173,9 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
   ASSERT_TRUE(rt->wait_idle(60000));
   uint64_t total = rt->stats().accesses;
   for (int round = 0; round < kRounds; ++round) {
+    // Attention 0 in every other round: accessed blocks lose score and become the victims,
+    // so a pending block's bound decides the search.
+    const float attention = round % 2 ? 0.0f : 1.0f;
     std::vector<cxlt_policy_state_t> before(blocks);
     for (uint32_t i = 0; i < blocks; ++i) ASSERT_TRUE(rt->policy_state(K(i), &before[i]));
     std::vector<std::vector<uint32_t>> counts(kThreads, std::vector<uint32_t>(blocks, 0));
@@ -180,13 +185,14 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
       engines.emplace_back([&, t] {
         std::mt19937_64 rng(1000 * round + t);
         std::vector<uint64_t> batch(kBatch);
+        const std::vector<float> att(kBatch, attention);
         for (int b = 0; b < kBatches; ++b) {
           for (size_t i = 0; i < kBatch; ++i) {
             const uint32_t id = static_cast<uint32_t>(rng() % blocks);
             batch[i] = handles[id];
             ++counts[t][id];
           }
-          rt->access_handles(batch.data(), nullptr, kBatch);
+          rt->access_handles(batch.data(), att.data(), kBatch);
         }
       });
     std::thread reader([&] {
@@ -212,7 +218,7 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
       ASSERT_GE(st.tier, 0) << "block " << i << " was dropped";
       ASSERT_EQ(st.accesses, before[i].accesses + k) << "block " << i << ", round " << round;
       double want = before[i].score;
-      for (uint32_t j = 0; j < k; ++j) want = lrfu_access(want, j == 0 ? now - before[i].last_access_step : 0, 1.0, lrfu);
+      for (uint32_t j = 0; j < k; ++j) want = lrfu_access(want, j == 0 ? now - before[i].last_access_step : 0, attention, lrfu);
       ASSERT_EQ(st.score, want) << "block " << i << ", round " << round;
       if (k != 0) {
         ASSERT_EQ(st.last_access_step, now);
@@ -239,6 +245,7 @@ TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
   RuntimeConfig three = cxlt_test::three_tier_config(kBlocks / 8, kBlocks / 4, kBlocks, "null");
   three.synchronous = false;
   three.store_capacity = 2 * kBlocks;
+  three.audit = true;  // every victim the mover's promotions ask for is checked by a full scan
   drain_in_parts_round_trip(three, kBlocks);
 }
 
