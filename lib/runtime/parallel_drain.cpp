@@ -6,10 +6,10 @@
 // threads record no faster than one applies. Here the waiting thread helps instead.
 //
 // The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
-// thread that found its shard full and M taken):
-//  1. [M held by D] D drains only when more than one shard is in use, at least kMinRecords
-//     records wait, prefetching pays (many ids: the records miss the cache), and every tier's
-//     policy splits its access (eviction.hpp). D takes every shard's buffer (as the serial
+// thread that found M taken with its shard full, or a drain open after its append):
+//  1. [M held by D] D drains in parts only when more than one shard holds records, at least
+//     kMinRecords records wait, prefetching pays (many ids: the records miss the cache), and
+//     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as the serial
 //     drain does), sorts the records into kParts parts by block (part_of: stable, so each
 //     part's records stay in drain order, and one block's records are all in one part), gives
 //     each record its tick (tick_base + 1 + its place in drain order, as the serial drain's
@@ -146,7 +146,9 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     ++nbufs;
     total += n;
   });
-  if (total < PD::kMinRecords) {  // fewer than the hint said
+  // Fewer records than the hint said, or one thread's only (the others have stopped recording:
+  // no helper is likely, and one thread applies faster without the sorting).
+  if (total < PD::kMinRecords || nbufs < 2) {
     for (size_t b = 0; b < nbufs; ++b) apply_records(bufs[b], lens[b]);
     return true;
   }
