@@ -19,18 +19,13 @@ namespace {
 
 void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   StoreEntry &e = (*store)[id];
-  uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
-  e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
-  e.st.last_access = now;
-  ++e.st.accesses;
-  e.st.tick = ++tick;
+  update_state(e, attention, ++tick);
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
   TierRt &t = tiers[e.res.tier];
   if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) t.policy->access(id, e.st);
   ++t.hits;
   ++accesses;
-  if (e.res.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.res.flags & kFlagPromoteQueued) == 0 &&
-      promote_queue.size() < 65536) {
+  if (promotion_due(e) && promote_queue.size() < kPromoteQueueLimit) {
     e.res.flags |= kFlagPromoteQueued;
     promote_queue.push_back(id);
   }

@@ -152,11 +152,7 @@ void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention
     return;
   }
   // Dropped since the handle was checked: the access came first, so the remembered state has it.
-  const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
-  e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
-  e.st.last_access = now;
-  ++e.st.accesses;
-  e.st.tick = ++tick;
+  update_state(e, attention, ++tick);
   ++accesses;
 }
 

@@ -48,10 +48,6 @@
 
 namespace cxltier {
 
-namespace {
-constexpr size_t kPromoteQueueLimit = 65536;  // as note_access (access.cpp)
-}  // namespace
-
 // Protocol step 3 for one record: apply_access and note_access, with what parts share kept in
 // the part's slot and the record.
 void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept {
@@ -61,11 +57,7 @@ void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &par
   if (!store->valid(id)) return;
   StoreEntry &e = (*store)[id];
   if (e.res.generation != generation) return;  // forgotten since, the id reused for another key
-  const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
-  e.st.score = lrfu_access(e.st.score, idle, rec.attention, cfg.lrfu);
-  e.st.last_access = now;
-  ++e.st.accesses;
-  e.st.tick = par.tick_base + 1 + rec.unused;
+  update_state(e, rec.attention, par.tick_base + 1 + rec.unused);
   ++part.accesses;
   if (e.res.tier < 0) return;  // dropped since the handle was checked: the state only
   const auto t = static_cast<unsigned>(e.res.tier);
@@ -77,7 +69,7 @@ void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &par
     part.indexed[t] = true;
   }
   ++part.hits[t];
-  if (t > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous && (e.res.flags & kFlagPromoteQueued) == 0) {
+  if (promotion_due(e)) {
     e.res.flags |= kFlagPromoteQueued;  // step 5 queues it, or clears this if the queue is full
     out |= ParallelDrain::kPromote;
     part.promotes = true;

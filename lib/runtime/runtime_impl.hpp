@@ -163,6 +163,20 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     return b;
   }
   void note_access(NodeId id, float attention) noexcept;
+  // What an access does to a block's remembered state (score, step, count, tick), resident or not.
+  void update_state(StoreEntry &e, float attention, uint64_t at_tick) const noexcept {
+    const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
+    e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
+    e.st.last_access = now;
+    ++e.st.accesses;
+    e.st.tick = at_tick;
+  }
+  // Whether an access to a resident block queues it for promotion (when the queue has room).
+  bool promotion_due(const StoreEntry &e) const noexcept {
+    return e.res.tier > 0 && cfg.promotion != PromotionRule::never && !cfg.synchronous &&
+           (e.res.flags & kFlagPromoteQueued) == 0;
+  }
+  static constexpr size_t kPromoteQueueLimit = 65536;  // blocks queued for promotion at most
 
   // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
   // Every change of a block between resident in a tier and resident nowhere publishes its
