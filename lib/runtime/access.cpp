@@ -78,7 +78,8 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
     NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
     uint32_t gen = static_cast<uint32_t>(handles[i] >> 32);
-    if (!m.store->valid(id) || (*m.store)[id].res.generation != gen || (*m.store)[id].res.tier < 0)
+    const StoreEntry *e = m.store->current(id, gen);
+    if (!e || e->res.tier < 0)
       fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
            " is stale (its block was dropped or forgotten) or was never issued");
   }
@@ -88,7 +89,7 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
       for (size_t i = 0; i < n; ++i) {
         // Checked again: an earlier promote_sync may have released the lock.
         const NodeId id = static_cast<NodeId>(handles[i] & 0xffffffffu);
-        if (m.store->valid(id) && (*m.store)[id].res.generation == static_cast<uint32_t>(handles[i] >> 32))
+        if (m.store->current(id, static_cast<uint32_t>(handles[i] >> 32)))
           m.promote_sync(lk, id);
       }
   } else if (!m.promote_queue.empty()) {

@@ -144,9 +144,9 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 
 // Protocol step 3, for one record.
 void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
-  if (!store->valid(id)) return;
-  StoreEntry &e = (*store)[id];
-  if (e.res.generation != generation) return;  // forgotten since, the id reused for another key
+  StoreEntry *const found = store->current(id, generation);
+  if (!found) return;  // forgotten since, the id reused for another key
+  StoreEntry &e = *found;
   if (e.res.tier >= 0) {
     note_access(id, attention);
     return;

@@ -54,9 +54,9 @@ void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &par
   const NodeId id = rec.id;
   const uint32_t generation = rec.generation;
   rec.generation = 0;
-  if (!store->valid(id)) return;
-  StoreEntry &e = (*store)[id];
-  if (e.res.generation != generation) return;  // forgotten since, the id reused for another key
+  StoreEntry *const found = store->current(id, generation);
+  if (!found) return;  // forgotten since, the id reused for another key
+  StoreEntry &e = *found;
   update_state(e, rec.attention, par.tick_base + 1 + rec.unused);
   ++part.accesses;
   if (e.res.tier < 0) return;  // dropped since the handle was checked: the state only

@@ -16,6 +16,7 @@
 // Not thread-safe: the runtime serialises access under its own lock.
 #pragma once
 
+#include "lib/core/assert.hpp"
 #include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 
@@ -104,6 +105,17 @@ public:
   StoreEntry &operator[](NodeId id) noexcept { return entries_[id]; }
   const StoreEntry &operator[](NodeId id) const noexcept { return entries_[id]; }
   bool valid(NodeId id) const noexcept { return id < entries_.size() && in_use_[id]; }
+  // The state `id` names, if it is still the one handed out with `generation` (a handle's or
+  // an access record's); nullptr when the id was erased, forgotten or reused since. Reads the
+  // entry's line only: every erase and forget bumps the generation, and replace_with moves all
+  // generations past the old ones, so an id not in use never matches a generation it was
+  // handed out with, and in_use_ (one more random line on the access path) need not be read.
+  StoreEntry *current(NodeId id, uint32_t generation) noexcept {
+    if (id >= entries_.size()) return nullptr;
+    StoreEntry &e = entries_[id];
+    cxlt_assert_internal(e.res.generation != generation || in_use_[id]);
+    return e.res.generation == generation ? &e : nullptr;
+  }
 
   // The runtime calls these when a block becomes resident somewhere / resident nowhere, so the
   // store knows which states it may forget.

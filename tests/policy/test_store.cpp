@@ -49,6 +49,59 @@ TEST(ScoreStore, InsertFindEraseGrow) {
   EXPECT_NE(s[again].res.generation, old_gen);
 }
 
+// current(id, generation), which the access path uses instead of reading in_use_, gives the
+// state exactly when valid(id) and the generation match: every (id, generation) pair ever
+// handed out is checked after random inserts, erases, forgets (a bounded store) and swaps in
+// a checkpoint, which may shrink the id range.
+TEST(ScoreStore, CurrentNamesOnlyTheStateItsGenerationWasHandedOutWith) {
+  for (uint64_t capacity : {uint64_t{0}, uint64_t{300}}) {
+    ScoreStore s(StoreOptions{capacity, PolicyKind::lru, {}});
+    std::mt19937_64 rng(17 + capacity);
+    std::vector<std::pair<NodeId, uint32_t>> issued;
+    std::vector<NodeId> live;
+    uint64_t next_key = 0;
+    size_t checked_current = 0, checked_stale = 0;
+    for (int op = 0; op < 20000; ++op) {
+      const unsigned what = static_cast<unsigned>(rng() % 100);
+      if (what < 55 || live.empty()) {
+        NodeId forgotten = kNoNode;
+        const NodeId id = s.insert(k(next_key++), &forgotten);
+        if (forgotten != kNoNode) live.erase(std::find(live.begin(), live.end(), forgotten));
+        live.push_back(id);
+        issued.emplace_back(id, s[id].res.generation);
+      } else if (what < 99) {
+        const size_t at = rng() % live.size();
+        s.erase(live[at]);
+        live[at] = live.back();
+        live.pop_back();
+      } else {
+        // A checkpoint of a few of the states swapped in: the id range may shrink.
+        LoadedCheckpoint cp;
+        for (size_t i = 0; i < live.size() && i < 50; ++i) cp.states.emplace_back(s[live[i]].key, s[live[i]].st);
+        s.replace_with(cp);
+        live.clear();
+        s.for_each([&](NodeId id, const StoreEntry &e) {
+          live.push_back(id);
+          issued.emplace_back(id, e.res.generation);
+        });
+      }
+      if (op % 97 != 0) continue;
+      for (const auto &[id, gen] : issued) {
+        const bool now = s.valid(id) && s[id].res.generation == gen;
+        const StoreEntry *e = s.current(id, gen);
+        ASSERT_EQ(e != nullptr, now) << "id " << id << " generation " << gen << " at op " << op;
+        if (e) {
+          ASSERT_EQ(e, &s[id]);
+        }
+        ++(now ? checked_current : checked_stale);
+      }
+    }
+    EXPECT_GT(checked_current, 1000u);
+    EXPECT_GT(checked_stale, 1000u);
+    EXPECT_EQ(s.validate(), "");
+  }
+}
+
 TEST(ScoreStore, ForgetsLowestScoreNonResidentFirst) {
   ScoreStore s(StoreOptions{4, PolicyKind::lrfu, {}});
   NodeId a = s.insert(k(1), nullptr), b = s.insert(k(2), nullptr), c = s.insert(k(3), nullptr),
