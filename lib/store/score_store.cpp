@@ -40,7 +40,9 @@ ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
 }
 
 void ScoreStore::rehash(size_t table_size) {
-  table_.assign(table_size, Slot{kNoNode, 0});
+  PodVector<Slot> fresh;  // a PodVector for its huge-page advice: lookups land at random
+  fresh.resize(table_size, Slot{kNoNode, 0});
+  table_ = std::move(fresh);
   mask_ = table_size - 1;
   for (NodeId id = 0; id < entries_.size(); ++id)
     if (in_use_[id]) index_insert(id);

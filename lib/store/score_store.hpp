@@ -195,7 +195,7 @@ private:
   PodVector<StoreEntry> entries_;
   std::vector<uint8_t> in_use_;
   std::vector<NodeId> free_ids_;
-  std::vector<Slot> table_;
+  PodVector<Slot> table_;
   size_t mask_ = 0;
   size_t size_ = 0;
   uint64_t forgotten_total_ = 0;
