@@ -36,10 +36,17 @@ enum class EraseReason : uint8_t {
 };
 
 // A predicate over NodeIds, without std::function's allocation.
+// warm(id) is a hint: a policy that can tell which blocks its next search will likely ask about
+// (those next in line behind the victim it chose) asks for what fn reads of them to be fetched
+// into the cache meanwhile.
 struct Eligible {
   bool (*fn)(const void *ctx, NodeId id) noexcept = nullptr;
   const void *ctx = nullptr;
+  void (*warm_fn)(const void *ctx, NodeId id) noexcept = nullptr;
   bool operator()(NodeId id) const noexcept { return fn == nullptr || fn(ctx, id); }
+  void warm(NodeId id) const noexcept {
+    if (warm_fn != nullptr) warm_fn(ctx, id);
+  }
   static Eligible all() noexcept { return {}; }
 };
 

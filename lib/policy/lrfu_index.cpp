@@ -616,6 +616,8 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   bool have_best = false;
   double best_p = 0;
   Entry best{};
+  // Where the best block's entry is (a heap and its place there), when it came from one.
+  uint32_t best_heap = kNoBucket, best_at = 0;
   const Less less = tie_break();
   // Offer a live block: it becomes the best when it would beat the best one found and is
   // eligible (asked only then). True when nothing its order puts after it can beat the best
@@ -709,7 +711,14 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     // and is no higher in priority does not beat it either); or when e becomes the best. So
     // eligibility, a read of the caller's state, is asked only of a block that would win.
     bool covers = (c.kind() == kEntryDominated);
-    if (!covers && !stale(e)) covers = offer(e, prio(e.s, e.t, now));
+    if (!covers && !stale(e)) {
+      const bool was_best = have_best && best.id == e.id && best.version == e.version;
+      covers = offer(e, prio(e.s, e.t, now));
+      if (!was_best && have_best && best.id == e.id && best.version == e.version) {
+        best_heap = c.bucket();
+        best_at = c.index;
+      }
+    }
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
       if (score_order_ || c.bucket() == sat_index()) {
@@ -748,6 +757,15 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     rebuild(nbuckets_ > 1);
   }
   if (!have_best) return kNoNode;
+  // The next search in this step most likely takes one of the entries behind the victim (its
+  // children: one of them rises to its place once the victim's entry is dropped), and asks for
+  // its eligibility then: a state line that is seldom cached, as the blocks waited longest.
+  if (best_heap != kNoBucket) {
+    const Heap &h = heaps_[best_heap];
+    if (best_at < h.size() && h[best_at].id == best.id)
+      for (size_t ch = 2 * size_t{best_at} + 1; ch <= 2 * size_t{best_at} + 2 && ch < h.size(); ++ch)
+        eligible.warm(h[ch].id);
+  }
   *best_priority = best_p;
   return best.id;
 }

@@ -22,6 +22,12 @@ bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
   return e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed)) == 0;
 }
 
+// The state line eligible_fn reads (and the eviction after it): a victim's is rarely cached.
+void Runtime::Impl::eligible_warm_fn(const void *ctx, NodeId id) noexcept {
+  const Impl *self = static_cast<const Impl *>(ctx);
+  if (id < self->store->id_limit()) __builtin_prefetch(&(*self->store)[id]);
+}
+
 void Runtime::Impl::ensure_policy_ids() {
   size_t need = store->id_limit();
   residency.ensure(need);

@@ -132,7 +132,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
 
   // --- admission.cpp
   static bool eligible_fn(const void *ctx, NodeId id) noexcept;
-  Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this}; }
+  static void eligible_warm_fn(const void *ctx, NodeId id) noexcept;
+  Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this, &Impl::eligible_warm_fn}; }
   NodeId find_or_insert(const Key &key);
   void ensure_policy_ids();
   void install(NodeId id, int tier, SlotId slot);
