@@ -77,7 +77,12 @@ public:
     drop_stale_fronts();
     const KeyedEntry *best = front();
     if (best == nullptr) return kNoNode;
-    if (eligible(best->id)) return best->id;
+    if (eligible(best->id)) {
+      // The entry behind a queue front is next in line (Eligible::warm); a heap's is not known
+      // without a search.
+      if (qhead_ + 1 < queue_.size() && best == &queue_[qhead_]) eligible.warm(queue_[qhead_ + 1].id);
+      return best->id;
+    }
     // Some blocks are pinned: walk both orders best-first, merged, until an eligible one. The
     // queue is sorted, so it is read in place; the heap is walked as a tree with a small
     // best-first frontier.
@@ -410,7 +415,10 @@ private:
   }
   NodeId lru_eligible(uint8_t l, Eligible eligible) const noexcept {
     for (NodeId i = head_[l]; i != kNoNode; i = next_[i])
-      if (eligible(i)) return i;
+      if (eligible(i)) {
+        if (next_[i] != kNoNode) eligible.warm(next_[i]);  // next in line (Eligible::warm)
+        return i;
+      }
     return kNoNode;
   }
 
