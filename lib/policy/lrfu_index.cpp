@@ -681,7 +681,10 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       // priority exactly 1 - s) are offered now and join the saturated heap after the search.
       const size_t taken = sat_pending_.size();
       take_roots(c.bucket(), now);
-      for (size_t i = taken; i < sat_pending_.size(); ++i) offer(sat_pending_[i], prio(sat_pending_[i].s, sat_pending_[i].t, now));
+      for (size_t i = taken; i < sat_pending_.size(); ++i) {
+        offer(sat_pending_[i], prio(sat_pending_[i].s, sat_pending_[i].t, now));
+        if (have_best && best.id == sat_pending_[i].id && best.version == sat_pending_[i].version) best_heap = kNoBucket;
+      }
       const Heap &h = heaps_[c.bucket()];
       if (h.empty()) continue;
       const Entry &r = h.top();
@@ -762,7 +765,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // its eligibility then: a state line that is seldom cached, as the blocks waited longest.
   if (best_heap != kNoBucket) {
     const Heap &h = heaps_[best_heap];
-    if (best_at < h.size() && h[best_at].id == best.id)
+    if (best_at < h.size() && h[best_at].id == best.id && h[best_at].version == best.version)
       for (size_t ch = 2 * size_t{best_at} + 1; ch <= 2 * size_t{best_at} + 2 && ch < h.size(); ++ch)
         eligible.warm(h[ch].id);
   }

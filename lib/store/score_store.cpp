@@ -167,13 +167,26 @@ NodeId ScoreStore::allocate_id() {
     return id;
   }
   if (entries_.size() >= 0xfffffff0u) fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store: more than 2^32 states");
-  entries_.emplace_back();
-  in_use_.push_back(0);
-  if (opt_.capacity) {
-    fkey_.emplace_back();
-    fpos_.push_back(0xffffffffu);
+  // The per-id arrays grow together; if one growth fails, those before it are undone, so that
+  // they keep one size and the store is as it was.
+  const size_t n = entries_.size();
+  try {
+    entries_.emplace_back().res.generation = gen_floor_;
+    in_use_.push_back(0);
+    if (opt_.capacity) {
+      fkey_.emplace_back();
+      fpos_.push_back(0xffffffffu);
+    }
+  } catch (...) {
+    entries_.resize(n);
+    in_use_.resize(n);
+    if (opt_.capacity) {
+      fkey_.resize(n);
+      fpos_.resize(n);
+    }
+    throw;
   }
-  return static_cast<NodeId>(entries_.size() - 1);
+  return static_cast<NodeId>(n);
 }
 
 NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {

@@ -16,7 +16,6 @@
 // Not thread-safe: the runtime serialises access under its own lock.
 #pragma once
 
-#include "lib/core/assert.hpp"
 #include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 
@@ -107,13 +106,15 @@ public:
   bool valid(NodeId id) const noexcept { return id < entries_.size() && in_use_[id]; }
   // The state `id` names, if it is still the one handed out with `generation` (a handle's or
   // an access record's); nullptr when the id was erased, forgotten or reused since. Reads the
-  // entry's line only: every erase and forget bumps the generation, and replace_with moves all
-  // generations past the old ones, so an id not in use never matches a generation it was
+  // entry's line only: every erase and forget bumps the generation, replace_with moves every
+  // generation past the old ones, and an id issued anew after a replace_with shrank the store
+  // starts past them too (gen_floor_). So an id not in use never matches a generation it was
   // handed out with, and in_use_ (one more random line on the access path) need not be read.
+  // A generation that was never handed out (a forged handle) may match an unused id: callers
+  // that take handles from the API also check that the block is resident.
   StoreEntry *current(NodeId id, uint32_t generation) noexcept {
     if (id >= entries_.size()) return nullptr;
     StoreEntry &e = entries_[id];
-    cxlt_assert_internal(e.res.generation != generation || in_use_[id]);
     return e.res.generation == generation ? &e : nullptr;
   }
 
@@ -199,6 +200,9 @@ private:
   size_t mask_ = 0;
   size_t size_ = 0;
   uint64_t forgotten_total_ = 0;
+  // Every generation an id was handed out with before the last replace_with is below this; ids
+  // issued from then on start here, so a handle of an id the swap dropped stays stale.
+  uint32_t gen_floor_ = 0;
   // Min-heap of non-resident states by forget order, with each id's position.
   std::vector<NodeId> fheap_;
   std::vector<ForgetKey> fkey_;

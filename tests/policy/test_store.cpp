@@ -50,54 +50,66 @@ TEST(ScoreStore, InsertFindEraseGrow) {
 }
 
 // current(id, generation), which the access path uses instead of reading in_use_, gives the
-// state exactly when valid(id) and the generation match: every (id, generation) pair ever
-// handed out is checked after random inserts, erases, forgets (a bounded store) and swaps in
-// a checkpoint, which may shrink the id range.
+// state exactly when the id still holds the key it was handed out with, in use, under that
+// generation: every (id, generation, key) ever handed out is checked after random inserts,
+// erases, forgets (a bounded store that fills) and swaps in a checkpoint, which may shrink the
+// id range before it grows again.
 TEST(ScoreStore, CurrentNamesOnlyTheStateItsGenerationWasHandedOutWith) {
   for (uint64_t capacity : {uint64_t{0}, uint64_t{300}}) {
     ScoreStore s(StoreOptions{capacity, PolicyKind::lru, {}});
     std::mt19937_64 rng(17 + capacity);
-    std::vector<std::pair<NodeId, uint32_t>> issued;
+    struct Issued {
+      NodeId id;
+      uint32_t generation;
+      Key key;
+    };
+    std::vector<Issued> issued;
     std::vector<NodeId> live;
     uint64_t next_key = 0;
-    size_t checked_current = 0, checked_stale = 0;
-    for (int op = 0; op < 20000; ++op) {
-      const unsigned what = static_cast<unsigned>(rng() % 100);
-      if (what < 55 || live.empty()) {
+    size_t checked_current = 0, checked_stale = 0, swaps = 0;
+    for (int op = 0; op < 30000; ++op) {
+      const unsigned what = static_cast<unsigned>(rng() % 1000);
+      if (what < 700 || live.empty()) {
         NodeId forgotten = kNoNode;
         const NodeId id = s.insert(k(next_key++), &forgotten);
         if (forgotten != kNoNode) live.erase(std::find(live.begin(), live.end(), forgotten));
         live.push_back(id);
-        issued.emplace_back(id, s[id].res.generation);
-      } else if (what < 99) {
+        issued.push_back(Issued{id, s[id].res.generation, s[id].key});
+      } else if (what < 999) {
         const size_t at = rng() % live.size();
         s.erase(live[at]);
         live[at] = live.back();
         live.pop_back();
       } else {
-        // A checkpoint of a few of the states swapped in: the id range may shrink.
+        // A checkpoint of a few of the states swapped in: the id range shrinks, then grows
+        // again past where it was.
+        ++swaps;
         LoadedCheckpoint cp;
-        for (size_t i = 0; i < live.size() && i < 50; ++i) cp.states.emplace_back(s[live[i]].key, s[live[i]].st);
+        for (size_t i = 0; i < live.size() && i < 20; ++i) cp.states.emplace_back(s[live[i]].key, s[live[i]].st);
         s.replace_with(cp);
         live.clear();
         s.for_each([&](NodeId id, const StoreEntry &e) {
           live.push_back(id);
-          issued.emplace_back(id, e.res.generation);
+          issued.push_back(Issued{id, e.res.generation, e.key});
         });
       }
       if (op % 97 != 0) continue;
-      for (const auto &[id, gen] : issued) {
-        const bool now = s.valid(id) && s[id].res.generation == gen;
-        const StoreEntry *e = s.current(id, gen);
-        ASSERT_EQ(e != nullptr, now) << "id " << id << " generation " << gen << " at op " << op;
+      for (const Issued &h : issued) {
+        const bool now = s.valid(h.id) && s[h.id].res.generation == h.generation && s[h.id].key == h.key;
+        const StoreEntry *e = s.current(h.id, h.generation);
+        ASSERT_EQ(e != nullptr, now) << "id " << h.id << " generation " << h.generation << " at op " << op;
         if (e) {
-          ASSERT_EQ(e, &s[id]);
+          ASSERT_EQ(e, &s[h.id]);
         }
         ++(now ? checked_current : checked_stale);
       }
     }
     EXPECT_GT(checked_current, 1000u);
     EXPECT_GT(checked_stale, 1000u);
+    EXPECT_GT(swaps, 10u);
+    if (capacity) {
+      EXPECT_GT(s.forgotten_total(), 100u) << "the bounded store must fill and forget";
+    }
     EXPECT_EQ(s.validate(), "");
   }
 }
