@@ -150,67 +150,6 @@ void LrfuIndex::plan_ids(size_t n) {
   pending_.reserve(n);
 }
 
-unsigned LrfuIndex::bucket_search(double s) const noexcept {
-  // The last edge <= s (edges_[0] = 0 and scores are >= 0; edges_[B] = +inf). Binary search
-  // over B + 1 edges: log2(B) comparisons, each a conditional move rather than a branch
-  // (scores are effectively random, so a branch would mispredict about every other step).
-  cxlt_assert_internal(s >= 0.0);
-  if (!(s >= edges_[0])) return 0;
-  const double *e = edges_.data();
-  unsigned lo = 0, len = nbuckets_;  // the answer lies in [lo, lo + len)
-  while (len > 1) {
-    const unsigned half = len / 2;
-    lo = e[lo + half] <= s ? lo + half : lo;
-    len -= half;
-  }
-  return lo;
-}
-
-// The cell of a score: its exponent and top mantissa bits (the bit pattern of a non-negative
-// double orders as its value), so cells are narrow where scores crowd near 0. Scores below
-// 2^-(kCellExponents - 1) share cell 0; 1.0 and above share the last.
-unsigned LrfuIndex::cell_of(double s) noexcept {
-  const uint64_t top = std::bit_cast<uint64_t>(s) >> (52 - kCellMantissaBits);
-  if (top <= kFirstCellTop) return 0;
-  return static_cast<unsigned>(std::min<uint64_t>(top - kFirstCellTop, kCells - 1));
-}
-
-double LrfuIndex::cell_low(unsigned c) noexcept {
-  return c == 0 ? 0.0 : std::bit_cast<double>((kFirstCellTop + c) << (52 - kCellMantissaBits));
-}
-
-void LrfuIndex::refresh_bucket_hints() {
-  // One merge pass over cells and edges (both ascending): bucket_search(cell_low(c)) for all c.
-  bucket_hint_.resize(kCells);
-  unsigned b = 0;
-  for (unsigned c = 0; c < kCells; ++c) {
-    const double low = cell_low(c);
-    while (b + 1 < nbuckets_ && edges_[b + 1] <= low) ++b;
-    bucket_hint_[c] = static_cast<uint16_t>(b);
-  }
-  one_value_.resize(nbuckets_);
-  for (unsigned k = 0; k < nbuckets_; ++k) one_value_[k] = edges_[k + 1] == std::nextafter(edges_[k], 2.0);
-}
-
-unsigned LrfuIndex::bucket_of(double s) const noexcept {
-  // The answer (the last edge <= s) lies between the buckets of the lowest scores of s's cell
-  // and of the next cell, since it is monotone in s: a binary search over that range, usually
-  // of one or two buckets, instead of over all B.
-  cxlt_assert_internal(s >= 0.0);
-  if (!(s >= edges_[0])) return 0;
-  const unsigned c = cell_of(s);
-  unsigned lo = bucket_hint_[c];
-  const unsigned hi = c + 1 < kCells ? bucket_hint_[c + 1] : nbuckets_ - 1;
-  const double *e = edges_.data();
-  unsigned len = hi - lo + 1;  // the answer lies in [lo, lo + len)
-  while (len > 1) {
-    const unsigned half = len / 2;
-    lo = e[lo + half] <= s ? lo + half : lo;
-    len -= half;
-  }
-  return lo;
-}
-
 // Identical, bit for bit, to lrfu_priority(s, d, params_): the tables hold the values of the
 // same expressions (see the constructor), and the arithmetic after them is the same.
 double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
