@@ -24,8 +24,7 @@ bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
 
 // The state line eligible_fn reads (and the eviction after it): a victim's is rarely cached.
 void Runtime::Impl::eligible_warm_fn(const void *ctx, NodeId id) noexcept {
-  const Impl *self = static_cast<const Impl *>(ctx);
-  if (id < self->store->id_limit()) __builtin_prefetch(&(*self->store)[id]);
+  static_cast<const Impl *>(ctx)->prefetch_access(id, false);
 }
 
 void Runtime::Impl::ensure_policy_ids() {
