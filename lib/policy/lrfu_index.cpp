@@ -57,6 +57,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
   heaps_.emplace_back(Less{Order::saturated});
   groups_.assign((nbuckets_ + kGroupBuckets - 1) / kGroupBuckets, Group{0, 0.0, true});
+  deferred_.reserve(groups_.size() + 64);
   roots_.assign(nbuckets_, Root{0, 0.0, true});
   live_in_bucket_.assign(nbuckets_ + 1, 0);
   min_score_.assign(nbuckets_ + 1, 2.0);
@@ -126,7 +127,10 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
   heaps_[b].push(e);
   // A new root has the lowest t (recency order) or s (score order): only then is roots_[b] read.
   const bool lower = e.s < min_score_[b];
-  if (lower) min_score_[b] = e.s;
+  if (lower) {
+    min_score_[b] = e.s;
+    roots_[b].bound_kept = false;  // its bound used the old lowest score
+  }
   if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) {
     refresh_root(b);  // and its group
   } else if (lower) {
@@ -152,7 +156,7 @@ void LrfuIndex::plan_ids(size_t n) {
 
 // Identical, bit for bit, to lrfu_priority(s, d, params_): the tables hold the values of the
 // same expressions (see the constructor), and the arithmetic after them is the same.
-double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
+inline double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
   double se = s;
   if (params_.mode == ScoreMode::decay && d != 0)
     se = s * (d < decay_table_.size() ? decay_table_[d] : std::pow(1.0 - params_.alpha, static_cast<double>(d)));
@@ -538,23 +542,35 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // bucket from its root's record, and a heap is read only when its bucket's bound can win
   // (most searches end after a bucket or two: the rest are never read, and of the 256 bucket
   // bounds about 32 are computed). The saturated heap's root is a candidate too.
+  // Until the first eligible block is found there is no bound to prune by, and every candidate
+  // is read: the search descends from the groups to the best bucket and its root without the
+  // candidate heap (the candidate to read next is held, the others wait in deferred_), and the
+  // waiting ones enter the heap once a best block can filter them. Most searches end after
+  // that root with no heap operation at all. The order of reading does not change the victim:
+  // a candidate is dropped only when its bound is below a block already found.
   cand_.clear();
+  deferred_.clear();
+  bool have_held = false;
+  Candidate held{};
   if (groups_.size() <= 32) {
     // One candidate for all the groups, read first (no bound is needed for that).
     uint32_t all = 0;
     for (unsigned g = 0; g < groups_.size(); ++g)
       if (!groups_[g].empty) all |= 1u << g;
-    if (all != 0) cand_.push_back(Candidate::make(std::numeric_limits<double>::infinity(), 0, all, kSomeGroups));
+    if (all != 0) {
+      held = Candidate::make(std::numeric_limits<double>::infinity(), 0, all, kSomeGroups);
+      have_held = true;
+    }
   } else {
     for (unsigned g = 0; g < groups_.size(); ++g)
-      if (!groups_[g].empty) cand_.push_back(Candidate::make(group_bound(g, now), g * kGroupBuckets, 0xffffu, kWholeGroup));
+      if (!groups_[g].empty) deferred_.push_back(Candidate::make(group_bound(g, now), g * kGroupBuckets, 0xffffu, kWholeGroup));
   }
-  if (!sat.empty()) cand_.push_back(Candidate::make(prio(sat.top().s, sat.top().t, now), sat_index(), 0, kEntry));
-  std::make_heap(cand_.begin(), cand_.end(), CandidateLess{});
+  if (!sat.empty()) deferred_.push_back(Candidate::make(prio(sat.top().s, sat.top().t, now), sat_index(), 0, kEntry));
 
   bool have_best = false;
   double best_p = 0;
   Entry best{};
+  size_t examined = 0;  // entries read
   // Where the best block's entry is (a heap and its place there), when it came from one.
   uint32_t best_heap = kNoBucket, best_at = 0;
   const Less less = tie_break();
@@ -570,23 +586,43 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     return true;
   };
   // A candidate whose bound is below the best block found can never be read (the best only
-  // gets better): it is not pushed at all.
-  auto consider = [&](const Candidate &c) {
-    if (!have_best || !(c.bound < best_p)) push_candidate(c);
+  // gets better): it is not pushed at all. Before a best block, `descend` marks the one to read
+  // next (the best of a set of groups or buckets, or a bucket's root).
+  auto consider = [&](const Candidate &c, bool descend = false) {
+    if (have_best) {
+      if (!(c.bound < best_p)) push_candidate(c);
+    } else if (descend && !have_held) {
+      held = c;
+      have_held = true;
+    } else {
+      deferred_.push_back(c);
+    }
   };
-  while (!cand_.empty()) {
-    Candidate c = pop_candidate();
+  for (;;) {
+    // A held candidate was made while no block was found, and is read at once (have_best is
+    // still false): the bound tests below, which assume the heap's order, do not apply to it.
+    Candidate c;
+    if (have_held) {
+      c = held;
+      have_held = false;
+    } else {
+      for (const Candidate &d : deferred_)
+        if (!have_best || !(d.bound < best_p)) push_candidate(d);
+      deferred_.clear();
+      if (cand_.empty()) break;
+      c = pop_candidate();
+    }
     if (c.kind() == kSomeGroups) {
       // As for a group's buckets below: the group of highest bound is taken, the rest goes back.
       if (have_best && c.bound < best_p) break;
       TopTwo best_group;
       for (uint32_t m = c.index; m != 0; m &= m - 1) {
         const unsigned g = static_cast<unsigned>(std::countr_zero(m));
-        if (!groups_[g].empty) best_group.offer(g, group_bound(g, now));
+        if (!groups_[g].empty) best_group.offer(g, kept_group_bound(g, now));
       }
       if (best_group.top == kNoBucket) continue;
       const uint32_t rest = c.index & ~(1u << best_group.top);
-      consider(Candidate::make(best_group.top_bound, best_group.top * kGroupBuckets, 0xffffu, kWholeGroup));
+      consider(Candidate::make(best_group.top_bound, best_group.top * kGroupBuckets, 0xffffu, kWholeGroup), true);
       if (rest != 0) consider(Candidate::make(best_group.next_bound, 0, rest, kSomeGroups));
       continue;
     }
@@ -602,11 +638,11 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
         const uint32_t bit = 1u << (b - c.bucket());
         if ((c.index & bit) == 0 || roots_[b].empty) continue;
         rest |= bit;
-        best_bucket.offer(b, bucket_bound(b, now));
+        best_bucket.offer(b, kept_bucket_bound(b, now));
       }
       if (best_bucket.top == kNoBucket) continue;
       rest &= ~(1u << (best_bucket.top - c.bucket()));
-      consider(Candidate::make(best_bucket.top_bound, best_bucket.top, 0, kWholeBucket));
+      consider(Candidate::make(best_bucket.top_bound, best_bucket.top, 0, kWholeBucket), true);
       if (rest != 0) consider(Candidate::make(best_bucket.next_bound, c.bucket(), rest, kWholeGroup));
       continue;
     }
@@ -628,7 +664,8 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       if (h.empty()) continue;
       const Entry &r = h.top();
       consider(Candidate::make(std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket(), r.t, now)),
-                               c.bucket(), 0, kEntry));
+                               c.bucket(), 0, kEntry),
+               true);
       continue;
     }
     const Heap &h = heaps_[c.bucket()];
@@ -642,7 +679,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       }
     }
     ++stats_.entries_examined;
-    ++examined_since_rebuild_;
+    ++examined;
     if (stale(e)) {
       if (stale_seen_.size() < stale_seen_.capacity())  // no allocation here: the rest wait for the next search
         stale_seen_.push_back(StaleAt{c.bucket(), c.index, e.id, e.version});
@@ -684,8 +721,11 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // Searches that examine many entries mean that the buckets no longer fit the live scores (a
   // bucket mixes scores, so its lowest one bounds old blocks above the best): once searches
   // have examined more than twice as many entries as there are live blocks since the last
-  // rebuild, the heaps are rebuilt and the edges refitted (O(n), paid for by those entries).
-  // The victim is already chosen and does not change.
+  // rebuild, beyond the one entry each search reads at the least, the heaps are rebuilt and the
+  // edges refitted (O(n), paid for by those entries). Counting that first entry too rebuilt
+  // well-fitted buckets once per 2n victims, for nothing. The victim is already chosen and
+  // does not change.
+  if (examined > 1) examined_since_rebuild_ += examined - 1;
   remove_stale_seen();
   for (const Entry &e : sat_pending_) {
     sat.push(e);

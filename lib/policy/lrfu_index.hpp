@@ -51,7 +51,11 @@
 // visits is removed after that search (O(log n)), so no search walks it twice. Insert is O(1)
 // amortized when the block becomes the newest (sift-up stops at once); victim() examines the
 // blocks whose priority is within the bucket width of the victim's, typically a few dozen, plus
-// the pending blocks' pushes when they are needed.
+// the pending blocks' pushes when they are needed. A search reaches its first block without the
+// candidate heap, and the group and bucket bounds it computes are kept for the other searches
+// of the same step, until the record they came from changes: a replayed request evicts for
+// each of its misses at one step, and most of those searches then read one entry and compute
+// two bounds.
 #pragma once
 
 #include "lib/core/pod_vector.hpp"
@@ -186,10 +190,16 @@ private:
   void take_roots(unsigned b, uint64_t now);
   // Each bucket heap's root (lowest t in recency order, lowest s in score order): what a search
   // bounds a whole bucket by without reading its heap. Refreshed whenever a root may change.
+  // A search keeps each bound it computes with the step it was computed at: a runtime evicts
+  // for all the misses of a step at one `now`, and between those searches only the records the
+  // victims and new entries changed are refreshed, which drops their kept bounds.
   struct Root {
     uint64_t t;
     double s;
     bool empty;
+    bool bound_kept = false;
+    uint64_t bound_now = 0;
+    double bound = 0.0;
   };
   void refresh_root(unsigned b) noexcept {
     const Heap &h = heaps_[b];
@@ -197,6 +207,11 @@ private:
     refresh_group(b / kGroupBuckets);
   }
   double bucket_bound(unsigned b, uint64_t now) const noexcept;
+  double kept_bucket_bound(unsigned b, uint64_t now) noexcept {
+    Root &r = roots_[b];
+    if (!r.bound_kept || r.bound_now != now) r = Root{r.t, r.s, r.empty, true, now, bucket_bound(b, now)};
+    return r.bound;
+  }
   // Buckets in groups of kGroupBuckets, each bounded from the oldest root and lowest score of
   // its buckets: a search starts from the groups and reads the bucket records of a group only
   // when its bound can win, so it computes about B / 16 + 16 bounds instead of B.
@@ -205,10 +220,22 @@ private:
     uint64_t t;  // oldest root t of its non-empty buckets (recency order)
     double s;    // lowest score a bucket bound uses (score order: lowest root s)
     bool empty;
+    bool bound_kept = false;  // as in Root
+    uint64_t bound_now = 0;
+    double bound = 0.0;
   };
   Group group_of_buckets(unsigned g) const noexcept;
   void refresh_group(unsigned g) noexcept { groups_[g] = group_of_buckets(g); }
   double group_bound(unsigned g, uint64_t now) const noexcept;
+  double kept_group_bound(unsigned g, uint64_t now) noexcept {
+    Group &gr = groups_[g];
+    if (!gr.bound_kept || gr.bound_now != now) {
+      gr.bound = group_bound(g, now);
+      gr.bound_now = now;
+      gr.bound_kept = true;
+    }
+    return gr.bound;
+  }
   bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
@@ -289,6 +316,7 @@ private:
   uint64_t pending_min_t_ = std::numeric_limits<uint64_t>::max();
 
   std::vector<Candidate> cand_;  // scratch for victim(), keeps its capacity
+  std::vector<Candidate> deferred_;  // candidates made before victim() found a block (scratch)
   // Stale entries a search visited (bucket, index, and what was there), removed after it.
   struct StaleAt {
     uint32_t bucket;

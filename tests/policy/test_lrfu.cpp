@@ -160,6 +160,9 @@ struct Scenario {
   size_t max_blocks;
   double touch_fraction;  // blocks touched per step
   bool pins;
+  // Of the admissions, the share that stays in the step before it (a replayed request's misses
+  // are evicted for at one step, and the searches reuse the bounds they computed at it).
+  double same_step = 0.2;
 };
 
 struct Sim {
@@ -260,8 +263,8 @@ struct Sim {
       if (rng() % 7 == 0 && !residents.empty()) remove_at(rng() % residents.size());  // releases
       if (!decide()) return false;
       // Time moves by 0 (several admissions in one step), 1, or a jump.
-      uint64_t r = rng() % 20;
-      now += r < 4 ? 0 : (r < 18 ? 1 : 1 + rng() % 5000);
+      const double r = static_cast<double>(rng() % 1000) / 1000.0;
+      now += r < sc.same_step ? 0 : (r < 0.9 ? 1 : 1 + rng() % 5000);
     }
     std::string v = index.validate();
     EXPECT_EQ(v, "") << sc.name;
@@ -298,6 +301,8 @@ TEST(LrfuIndex, AuditorAgreesOnMillionsOfDecisions) {
       {"alpha-1-ones", 1.0, 0.01, ScoreMode::touch, 1, 4, 200, 0.3, true},
       {"one-bucket", 0.05, 0.001, ScoreMode::touch, 0, 1, 300, 0.2, false},
       {"many-blocks", 0.05, 0.001, ScoreMode::touch, 0, 1024, 3000, 0.05, true},
+      {"same-step", 0.05, 0.001, ScoreMode::touch, 0, 256, 300, 0.02, true, 0.97},
+      {"same-step-decay", 0.05, 0.01, ScoreMode::decay, 0, 1024, 1000, 0.02, false, 0.97},
   };
   uint64_t total = 0;
   const uint64_t per = kAuditDecisions / (sizeof scenarios / sizeof scenarios[0]) + 1;
@@ -346,6 +351,9 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
       // Few touches per step (a replay's pattern): most residents idle past saturation.
       {{"ones-beta0.1-sparse-25%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.01, false}, 0.25},
       {{"ones-beta0.1-sparse-100%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.01, true}, 1.00},
+      // Dozens of evictions a step, as a replayed request's misses: kept bounds, refreshed
+      // records.
+      {{"ones-beta0.1-same-step-10%", 0.5, 0.1, ScoreMode::touch, 1, 256, 0, 0.01, true, 0.97}, 0.10},
   };
   const uint64_t per = kAuditDecisions / 60;  // the auditor scans thousands of residents per decision
   for (const Case &c : cases) {
