@@ -62,6 +62,7 @@
 #include "lib/policy/eviction.hpp"
 #include "lib/policy/lazy_heap.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -110,6 +111,13 @@ public:
   bool score_order() const noexcept { return score_order_; }
 
 private:
+  static constexpr uint32_t kNoBucket = 0xffffffffu;
+  static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  // Relative slack on bounds that compare blocks of different idle times: exp/expm1/pow are not
+  // guaranteed monotone to the last bit, so a bound computed at a different point could be a
+  // few ULPs (1e-16 relative) below a true priority. 1e-12 covers that with room to spare and
+  // costs nothing but the occasional extra visit.
+  static constexpr double kBoundSlack = 1e-12;
   struct Entry {
     uint64_t t;        // last access
     double s;          // stored score
@@ -328,5 +336,19 @@ private:
   void remove_stale_seen() noexcept;
   Stats stats_;
 };
+
+// Identical, bit for bit, to lrfu_priority(s, d, params_): the tables hold the values of the
+// same expressions (see the constructor), and the arithmetic after them is the same. Inline:
+// a search computes one for every bound it reads.
+inline double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
+  double se = s;
+  if (params_.mode == ScoreMode::decay && d != 0)
+    se = s * (d < decay_table_.size() ? decay_table_[d] : std::pow(1.0 - params_.alpha, static_cast<double>(d)));
+  if (params_.beta == 0.0) return 1.0 - se;
+  if (d >= recency_table_.size()) return (1.0 - se) * (recency_saturated_ ? 1.0 : lrfu_recency_decay(d, params_.beta));
+  return (1.0 - se) * recency_table_[d];
+}
+
+inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
 
 }  // namespace cxltier
