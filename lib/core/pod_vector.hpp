@@ -43,8 +43,9 @@ public:
   static constexpr size_t kAlign = 64;
 
   PodVector(PodVector &&o) noexcept
-      : raw_(std::exchange(o.raw_, nullptr)), data_(std::exchange(o.data_, nullptr)),
+      : raw_(std::exchange(o.raw_, nullptr)), huge_pages_(o.huge_pages_), data_(std::exchange(o.data_, nullptr)),
         size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  // The huge-page setting belongs to the vector, not to its elements: a move assignment keeps it.
   PodVector &operator=(PodVector &&o) noexcept {
     if (this != &o) {
       std::free(raw_);
@@ -80,8 +81,12 @@ public:
     if (offset != old_offset && size_ != 0) std::memmove(raw_ + offset, raw_ + old_offset, size_ * sizeof(T));
     data_ = reinterpret_cast<T *>(raw_ + offset);
     cap_ = n;
-    advise_huge_pages(data_, n * sizeof(T));
+    if (huge_pages_) advise_huge_pages(data_, n * sizeof(T));
   }
+  // Whether growth from now on asks for huge pages (the default; see advise_huge_pages below). A
+  // short-lived owner that touches its pages once turns it off: a huge page's first touch can
+  // cost more than its TLB misses save (docs/runtime.md, "Huge pages").
+  void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
   // New elements are copies of `fill`.
   void resize(size_t n, const T &fill = T{}) {
     if (n > cap_) reserve(std::max(n, cap_ * 2));
@@ -107,6 +112,7 @@ private:
   }
 
   char *raw_ = nullptr;  // what realloc returned; data_ is the first kAlign boundary in it
+  bool huge_pages_ = true;
   T *data_ = nullptr;
   size_t size_ = 0;
   size_t cap_ = 0;

@@ -437,7 +437,11 @@ private:
 
 std::unique_ptr<EvictionPolicy> make_policy(const PolicyConfig &cfg) {
   switch (cfg.kind) {
-    case PolicyKind::lrfu: return std::make_unique<LrfuIndex>(cfg.lrfu, cfg.index_buckets, cfg.audit);
+    case PolicyKind::lrfu: {
+      auto p = std::make_unique<LrfuIndex>(cfg.lrfu, cfg.index_buckets, cfg.audit);
+      p->set_huge_pages(cfg.huge_pages);
+      return p;
+    }
     case PolicyKind::lru: return std::make_unique<LruPolicy>();
     case PolicyKind::fifo: return std::make_unique<FifoPolicy>();
     case PolicyKind::lfu: return std::make_unique<LfuPolicy>();

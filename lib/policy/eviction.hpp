@@ -56,6 +56,7 @@ struct PolicyConfig {
   uint64_t capacity_blocks = 0;  // ARC's c; others ignore it
   unsigned index_buckets = 256;  // LRFU index score buckets
   bool audit = false;            // LRFU: check every victim against the brute-force scan (debug)
+  bool huge_pages = true;        // LRFU: its per-id records ask for huge pages
 };
 
 class EvictionPolicy {

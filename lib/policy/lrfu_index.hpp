@@ -76,6 +76,11 @@ public:
   const char *name() const noexcept override { return "lrfu"; }
   void reserve_ids(size_t n) override;
   void plan_ids(size_t n) override;
+  // Whether the per-id records ask for huge pages as they grow (by default they do).
+  void set_huge_pages(bool on) noexcept {
+    ids_.set_huge_pages(on);
+    keys_.set_huge_pages(on);
+  }
   void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
   void erase(NodeId id, EraseReason why) noexcept override;
   void access(NodeId id, const PolicyState &st) noexcept override;

@@ -85,6 +85,11 @@ RuntimeConfig runtime_config(const Options &o, PolicyChoice policy, const std::v
   cfg.synchronous = true;
   cfg.promotion = tiers.size() > 1 ? o.promotion : PromotionRule::never;
   cfg.huge_pages = HugePages::none;
+  // One pass over the trace touches each state's page about once and reads few at random later:
+  // with huge pages the first touches cost more than the TLB misses they save (the 40-copy
+  // LRFU replay: the same user time, and 0.4-0.9 s more system time clearing fresh 2 MiB pages
+  // on this project's virtual machines; bench/README.md, section 4).
+  cfg.state_huge_pages = false;
   cfg.verify_placement = false;
   cfg.extent_blocks = 4096;  // null extents hold nothing: few, large ones keep the pool small
   // The backend that holds no bytes and copies nothing: budgets count, copies cost nothing.

@@ -64,9 +64,9 @@ constexpr size_t kChunkWords = size_t{1} << ResidencyTable::kChunkBits;
 constexpr size_t kChunkBytes = kChunkWords * sizeof(uint64_t);
 static_assert(kChunkBytes == kHugePageBytes);
 
-std::atomic<uint64_t> *new_chunk() {
+std::atomic<uint64_t> *new_chunk(bool huge_pages) {
   void *p = ::operator new(kChunkBytes, std::align_val_t{kChunkBytes});
-  advise_huge_pages(p, kChunkBytes);
+  if (huge_pages) advise_huge_pages(p, kChunkBytes);
   auto *c = static_cast<std::atomic<uint64_t> *>(p);
   for (size_t i = 0; i < kChunkWords; ++i) new (c + i) std::atomic<uint64_t>(0);
   return c;
@@ -84,7 +84,7 @@ ResidencyTable::~ResidencyTable() {
 void ResidencyTable::ensure(size_t n) {
   if (n > (kChunks << kChunkBits)) n = kChunks << kChunkBits;
   while ((chunks_ << kChunkBits) < n) {
-    auto *c = new_chunk();
+    auto *c = new_chunk(huge_pages_);
     dir_[chunks_].store(c, std::memory_order_release);
     ++chunks_;
   }

@@ -29,6 +29,8 @@ public:
   static constexpr unsigned kChunkBits = 18;  // 262,144 ids (2 MiB, a huge page) a chunk
   static constexpr size_t kChunks = (size_t{1} << 31) >> kChunkBits;  // ids < 2^31 (the store's limit)
 
+  // [runtime mutex held, before the first ensure] Whether chunks ask for huge pages (the default).
+  void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
   // [runtime mutex held] Make ids below n addressable (may allocate a chunk).
   void ensure(size_t n);
   // [runtime mutex held] Publish that `id` (of `generation`) is resident in some tier, or not.
@@ -55,6 +57,7 @@ public:
 private:
   std::unique_ptr<std::atomic<std::atomic<uint64_t> *>[]> dir_;
   size_t chunks_ = 0;  // chunks allocated, [0, chunks_) (runtime mutex)
+  bool huge_pages_ = true;
 };
 
 // One access waiting to be applied.

@@ -75,6 +75,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   m->cfg = config;
   RuntimeConfig &cfg = m->cfg;
   m->block_bytes = cfg.geometry.bytes();
+  m->residency.set_huge_pages(cfg.state_huge_pages);
   m->topo = discover_topology(cfg.topology);
 
   std::vector<TierConfig> wanted = cfg.tiers;
@@ -193,6 +194,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     pol.capacity_blocks = t.pool->max_slots();
     pol.index_buckets = cfg.index_buckets;
     pol.audit = cfg.audit;
+    pol.huge_pages = cfg.state_huge_pages;
     t.policy = make_policy(pol);
     m->tiers.push_back(std::move(t));
   }
@@ -236,6 +238,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   so.capacity = cfg.store_capacity;
   so.forget_by = cfg.policy;
   so.lrfu = cfg.lrfu;
+  so.huge_pages = cfg.state_huge_pages;
   m->store = std::make_unique<ScoreStore>(so);
 
   if (!cfg.store_path.empty()) {

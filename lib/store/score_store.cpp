@@ -34,6 +34,7 @@ size_t next_pow2(size_t v) {
 ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
   size_t initial = opt_.capacity ? static_cast<size_t>(opt_.capacity) : 1024;
   if (opt_.capacity > (1ull << 31)) fail(CXLT_ERROR_CONFIG, "store.capacity = ", opt_.capacity, " is larger than 2^31 states");
+  entries_.set_huge_pages(opt_.huge_pages);
   entries_.reserve(initial);
   in_use_.reserve(initial);
   rehash(next_pow2(initial * 2));
@@ -41,6 +42,7 @@ ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
 
 void ScoreStore::rehash(size_t table_size) {
   PodVector<Slot> fresh;  // a PodVector for its huge-page advice: lookups land at random
+  fresh.set_huge_pages(opt_.huge_pages);
   fresh.resize(table_size, Slot{kNoNode, 0});
   table_ = std::move(fresh);
   mask_ = table_size - 1;

@@ -54,6 +54,7 @@ struct StoreOptions {
   uint64_t capacity = 1u << 20;   // most states kept; 0: grow without bound
   PolicyKind forget_by = PolicyKind::lrfu;  // what "matters least" means (see forget order)
   LrfuParams lrfu;                // decay mode changes the LRFU forget order
+  bool huge_pages = true;         // the entries and the key index ask for huge pages
 };
 
 // What a checkpoint carries besides the states.

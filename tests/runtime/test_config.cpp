@@ -110,6 +110,7 @@ std::vector<KeyCase> key_cases() {
       {"runtime.reserve_memory", "true", "true", [](C c) { return c.reserve_memory; }},
       {"runtime.extent_blocks", "64", "64", [](C c) { return c.extent_blocks == 64; }},
       {"runtime.verify_copies", "yes", "true", [](C c) { return c.verify_copies; }},
+      {"runtime.state_huge_pages", "no", "false", [](C c) { return !c.state_huge_pages; }},
       {"remote.enabled", "on", "true", [](C c) { return c.remote.enabled; }},
       {"remote.seeds", "127.0.0.1:7000,127.0.0.1:7001", "\"127.0.0.1:7000,127.0.0.1:7001\"",
        [](C c) { return c.remote.seeds == std::vector<std::string>{"127.0.0.1:7000", "127.0.0.1:7001"}; }},

@@ -4,6 +4,7 @@
 // the fallbacks always are.
 #include "lib/memory/backend.hpp"
 #include "tiers/hostmem.hpp"
+#include "../common/smaps.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -22,24 +23,7 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// What the kernel says about the mapping that contains p (KernelPageSize, AnonHugePages kB).
-std::string smaps_field(const void *p, const std::string &field) {
-  std::ifstream in("/proc/self/smaps");
-  std::string line;
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  while (std::getline(in, line)) {
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream ls(line);
-    if (ls >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = addr >= lo && addr < hi;
-      continue;
-    }
-    if (inside && line.rfind(field + ":", 0) == 0) return line.substr(field.size() + 1);
-  }
-  return "";
-}
+using cxlt_test::smaps_field;
 
 TierExtent map_and_touch(size_t bytes, HugePageMode mode) {
   TierExtent e;

@@ -2,6 +2,7 @@
 // Keys, geometry and the unit parsers.
 #include "lib/core/fast_div.hpp"
 #include "lib/core/pod_vector.hpp"
+#include "../common/smaps.hpp"
 
 #include <cxltier/error.hpp>
 #include <cxltier/key.hpp>
@@ -10,10 +11,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cstdint>
 #include <random>
 #include <set>
 #include <vector>
+
+#include <sys/mman.h>
 
 using namespace cxltier;
 
@@ -167,4 +171,33 @@ TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
   EXPECT_EQ(n, static_cast<size_t>(std::count_if(ref.begin(), ref.end(), [](const Rec &r) { return r.c == 3; })));
   pod.clear();
   EXPECT_TRUE(pod.empty());
+}
+
+// The huge-page advice follows the vector's setting: a vector that asks (the default) has its
+// range marked MADV_HUGEPAGE (smaps VmFlags "hg") once it is past 4 MiB; one that does not is
+// never marked, and a move carries the setting.
+TEST(PodVector, HugePageAdviceFollowsTheSetting) {
+  auto advised = [](const void *p) {
+    const std::string flags = cxlt_test::smaps_field(p, "VmFlags");
+    EXPECT_FALSE(flags.empty()) << "no smaps entry for the vector's pages";
+    return (" " + flags + " ").find(" hg ") != std::string::npos;
+  };
+  constexpr size_t kElems = size_t{16} << 20 >> 3;  // 16 MiB of 8-byte elements: mapped by glibc
+  PodVector<uint64_t> plain;
+  plain.set_huge_pages(false);
+  plain.resize(kElems, 1);
+  EXPECT_FALSE(advised(plain.data() + kElems / 2));
+  PodVector<uint64_t> moved(std::move(plain));
+  moved.resize(2 * kElems, 2);  // grows after the move: still no advice
+  EXPECT_FALSE(advised(moved.data() + kElems));
+  EXPECT_EQ(moved[kElems - 1], 1u);
+  EXPECT_EQ(moved[2 * kElems - 1], 2u);
+#ifdef MADV_HUGEPAGE
+  // Only where the kernel has transparent huge pages does madvise accept the advice.
+  if (std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good()) {
+    PodVector<uint64_t> huge;
+    huge.resize(kElems, 3);
+    EXPECT_TRUE(advised(huge.data() + kElems / 2));
+  }
+#endif
 }
