@@ -254,7 +254,7 @@ private:
   double prio_d(double s, uint64_t d) const noexcept;
   double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
   void push_entry(unsigned b, const Entry &e);
-  void push_candidate(const Candidate &c);
+  void push_candidate(Candidate c);
   Candidate pop_candidate() noexcept;
   void maybe_compact(size_t ops = 1);
   // Give every pending block its entry (when a search needs them, or the list is full).

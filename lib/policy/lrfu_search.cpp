@@ -29,7 +29,7 @@ struct TopTwo {
 };
 }  // namespace
 
-void LrfuIndex::push_candidate(const Candidate &c) {
+void LrfuIndex::push_candidate(Candidate c) {
   cand_.push_back(c);
   std::push_heap(cand_.begin(), cand_.end(), CandidateLess{});
 }
@@ -193,7 +193,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // A candidate whose bound is below the best block found can never be read (the best only
   // gets better): it is not pushed at all. Before a best block, `descend` marks the one to read
   // next (the best of a set of groups or buckets, or a bucket's root).
-  auto consider = [&](const Candidate &c, bool descend = false) {
+  auto consider = [&](Candidate c, bool descend = false) __attribute__((always_inline)) {
     if (have_best) {
       if (!(c.bound < best_p)) push_candidate(c);
     } else if (descend && !have_held) {
