@@ -31,6 +31,8 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   levels_.reserve(nbuckets_ / 2);
   stale_seen_.reserve(4096);  // stale entries removed per search at most (more wait for the next one)
   for (unsigned b = 0; b < nbuckets_; ++b) heaps_.emplace_back(tie_break());
+  queues_.reserve(nbuckets_);
+  for (unsigned b = 0; b < nbuckets_; ++b) queues_.emplace_back(tie_break());
   heaps_.emplace_back(Less{Order::saturated});
   groups_.assign((nbuckets_ + kGroupBuckets - 1) / kGroupBuckets, Group{0, 0.0, true});
   deferred_.reserve(groups_.size() + 64);
@@ -100,7 +102,9 @@ void LrfuIndex::note_level(unsigned b, double s) noexcept {
 }
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
-  heaps_[b].push(e);
+  // In recency order an entry no earlier than its bucket's newest joins the queue (an admission
+  // always does); the rest, and every entry in score order, go to the heap.
+  if (score_order_ || !queues_[b].push(e)) heaps_[b].push(e);
   // A new root has the lowest t (recency order) or s (score order): only then is roots_[b] read.
   const bool lower = e.s < min_score_[b];
   if (lower) {
@@ -128,15 +132,6 @@ void LrfuIndex::plan_ids(size_t n) {
   keys_.reserve(n);
   live_.reserve(n);
   pending_.reserve(n);
-}
-
-// Upper bound on the priority of blocks in `bucket` whose last access is after step t.
-double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
-  if (t >= now) return kNegInf;  // nothing can be newer than the current step
-  const uint64_t d = now - t - 1;
-  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), d);
-  if (d <= exact_bound_steps_) return p;  // monotone there: exact (see the constructor)
-  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
 }
 
 bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, double pb, uint64_t tb, double sb,
@@ -361,6 +356,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     // Every live block goes to its (new) bucket or the saturated heap, pending ones included;
     // stale entries are dropped.
     for (Heap &h : heaps_) h.clear();
+    for (Queue &q : queues_) q.clear();
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
     for (NodeId id : live_) {
       const unsigned b = saturated_at(ids_[id].t, sat_now_) ? sat_index() : bucket_of(ids_[id].s);
@@ -371,6 +367,13 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, keys_[id], id, ids_[id].version});
     }
     clear_pending();
+  }
+  // The queues' entries join their heaps, whose order the compaction restores in O(n) over all
+  // of a bucket's entries; the queues then take the admissions that follow.
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    Queue &q = queues_[b];
+    for (size_t i = q.head(); i < q.end(); ++i) heaps_[b].push_unordered(q[i]);
+    q.clear();
   }
   total_entries_ = 0;
   for (unsigned b = 0; b < heaps_.size(); ++b) {

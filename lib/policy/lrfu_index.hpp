@@ -19,7 +19,11 @@
 //     small: most scores sit below 0.01) and a value shared by many blocks gets a bucket of
 //     its own;
 //   - each bucket is a min-heap in the mode's order, so a node's subtree holds only blocks that
-//     are no older (recency order) or no lower-scored (score order) than the node;
+//     are no older (recency order) or no lower-scored (score order) than the node. In recency
+//     order a bucket also has a queue (run_queue.hpp) for the entries that arrive no earlier
+//     than its newest one, admissions above all: read from its front it is in the same order,
+//     and what follows an entry is no older than it, so a search bounds it as a heap's subtree
+//     and a victim leaves its front without a sift-down (one sort per step's entries instead);
 //   - priority is monotone: higher with more idle steps, lower with a higher score. So the
 //     priority of any block in a subtree is bounded by the priority at (bucket's lowest score,
 //     the subtree root's idle steps), and blocks of the root's own step by the root itself;
@@ -48,8 +52,9 @@
 // one entry, and recently accessed blocks, which a search for the longest-waiting block rarely
 // needs, often cost none. Stale entries still bound their subtrees correctly and are dropped at
 // the root and by a compaction when they outnumber the live ones; a stale entry a victim search
-// visits is removed after that search (O(log n)), so no search walks it twice. Insert is O(1)
-// amortized when the block becomes the newest (sift-up stops at once); victim() examines the
+// visits is removed after that search (O(log n)), so no search walks it twice (one in a queue
+// waits until it reaches the front, as what is before it is read first). Insert is O(1)
+// amortized when the block becomes the newest (it joins the queue); victim() examines the
 // blocks whose priority is within the bucket width of the victim's, typically a few dozen, plus
 // the pending blocks' pushes when they are needed. A search reaches its first block without the
 // candidate heap, and the group and bucket bounds it computes are kept for the other searches
@@ -61,6 +66,7 @@
 #include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 #include "lib/policy/lazy_heap.hpp"
+#include "lib/policy/run_queue.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -153,6 +159,9 @@ private:
   };
   Less tie_break() const noexcept { return Less{score_order_ ? Order::score : Order::recency}; }
   using Heap = LazyHeap<Entry, Less>;
+  // Beside each bucket's heap (recency order only): the entries that arrived in step order,
+  // which leave from the front without a sift-down (run_queue.hpp).
+  using Queue = RunQueue<Entry, Less>;
   // 16 bytes, written whole: the candidate heap moves them as two 8-byte words.
   enum CandidateKind : uint32_t {
     kEntry = 0,          // heap entry `index` of `bucket`
@@ -160,6 +169,9 @@ private:
     kWholeBucket = 2,    // the bucket itself, bounded from roots_ (its heap not yet read)
     kWholeGroup = 3,     // buckets from `bucket` on in `index`'s bits (a group's), not yet read
     kSomeGroups = 4,     // the groups in `index`'s bits (when there are at most 32), not yet read
+    kQueueEntry = 5,     // entry `index` of `bucket`'s queue (sorted that far)
+    kQueueEntryDominated = 6,  // the same, the entry before it a live, eligible block of the same step
+    kQueueRun = 7,       // the queue's entries from `index` on, whose step is not sorted yet
   };
   struct Candidate {
     double bound;
@@ -215,9 +227,18 @@ private:
     double bound = 0.0;
   };
   void refresh_root(unsigned b) noexcept {
-    const Heap &h = heaps_[b];
-    roots_[b] = h.empty() ? Root{0, 0.0, true} : Root{h.top().t, h.top().s, false};
+    const Entry *r = root_entry(b);
+    roots_[b] = r == nullptr ? Root{0, 0.0, true} : Root{r->t, r->s, false};
     refresh_group(b / kGroupBuckets);
+  }
+  // The entry of bucket b with the oldest step (lowest score in score order), heap or queue;
+  // null when the bucket has none.
+  const Entry *root_entry(unsigned b) const noexcept {
+    const Heap &h = heaps_[b];
+    const Entry *r = h.empty() ? nullptr : &h.top();
+    const Queue &q = queues_[b];
+    if (!q.empty() && (r == nullptr || q.front().t < r->t)) r = &q.front();
+    return r;
   }
   double bucket_bound(unsigned b, uint64_t now) const noexcept;
   double kept_bucket_bound(unsigned b, uint64_t now) noexcept {
@@ -253,6 +274,9 @@ private:
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
   double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
+  // The same for blocks whose last access is step t or later.
+  double from_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
+  double idle_bound(unsigned bucket, uint64_t d) const noexcept;
   void push_entry(unsigned b, const Entry &e);
   void push_candidate(Candidate c);
   Candidate pop_candidate() noexcept;
@@ -276,6 +300,7 @@ private:
   // The step of the latest search: the saturated heap holds blocks saturated at this step.
   uint64_t sat_now_ = 0;
   std::vector<Heap> heaps_;  // nbuckets_ bucket heaps, then the saturated heap
+  std::vector<Queue> queues_;  // per bucket; empty in score order
   std::vector<Root> roots_;  // per bucket heap
   std::vector<Group> groups_;  // per kGroupBuckets buckets
   std::vector<Entry> sat_pending_;  // saturated roots a search took, pushed to the saturated heap after it

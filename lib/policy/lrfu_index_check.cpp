@@ -48,9 +48,22 @@ std::string LrfuIndex::validate() const {
     }
   }
   for (unsigned b = 0; b < nbuckets_; ++b) {
-    const Heap &h = heaps_[b];
-    if (roots_[b].empty != h.empty() || (!h.empty() && (roots_[b].t != h.top().t || roots_[b].s != h.top().s)))
-      err << "bucket " << b << "'s root record disagrees with its heap; ";
+    const Queue &q = queues_[b];
+    entries += q.size();
+    if (!q.is_ordered()) err << "bucket " << b << "'s queue is out of order; ";
+    if (score_order_ && !q.empty()) err << "bucket " << b << " has a queue in score order; ";
+    for (size_t i = q.head(); i < q.end(); ++i) {
+      const Entry &e = q[i];
+      if (stale(e)) continue;
+      if (ids_[e.id].bucket != b) err << "id " << e.id << " queued in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
+      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " queue entry disagrees with its state; ";
+      if (bucket_search(e.s) != b || bucket_of(e.s) != b) err << "id " << e.id << " score " << e.s << " queued in wrong bucket " << b << "; ";
+      ++live_count[b];
+      ++found[e.id];
+    }
+    const Entry *r = root_entry(b);
+    if (roots_[b].empty != (r == nullptr) || (r != nullptr && (roots_[b].t != r->t || roots_[b].s != r->s)))
+      err << "bucket " << b << "'s root record disagrees with its heap and queue; ";
   }
   for (unsigned g = 0; g < groups_.size(); ++g) {
     const Group want = group_of_buckets(g);

@@ -3,6 +3,8 @@
 // (see lrfu_index.hpp for why the bounds are exact), and the bounds it reads.
 #include "lib/policy/lrfu_index.hpp"
 
+#include "lib/core/assert.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -41,6 +43,24 @@ LrfuIndex::Candidate LrfuIndex::pop_candidate() noexcept {
   return c;
 }
 
+// Upper bound on the priority of blocks in `bucket` idle for d steps or fewer.
+inline double LrfuIndex::idle_bound(unsigned bucket, uint64_t d) const noexcept {
+  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), d);
+  if (d <= exact_bound_steps_) return p;  // monotone there: exact (see the constructor)
+  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+}
+
+// Upper bound on the priority of blocks in `bucket` whose last access is after step t.
+double LrfuIndex::newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
+  if (t >= now) return kNegInf;  // nothing can be newer than the current step
+  return idle_bound(bucket, now - t - 1);
+}
+
+// Upper bound on the priority of blocks in `bucket` whose last access is step t or later.
+double LrfuIndex::from_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept {
+  return idle_bound(bucket, now > t ? now - t : 0);
+}
+
 void LrfuIndex::take_roots(unsigned b, uint64_t now) {
   Heap &h = heaps_[b];
   while (!h.empty()) {
@@ -51,6 +71,23 @@ void LrfuIndex::take_roots(unsigned b, uint64_t now) {
     } else if (saturated_at(r.t, now)) {
       sat_pending_.push_back(r);
       h.pop();
+      --live_in_bucket_[b];
+    } else {
+      break;
+    }
+  }
+  // The queue the same way, its front step sorted first (the front is then the first entry in
+  // order). No candidate refers into the queue yet, so positions may move.
+  Queue &q = queues_[b];
+  while (!q.empty()) {
+    q.sort_front();
+    const Entry &r = q.front();
+    if (stale(r)) {
+      q.pop_front();
+      --total_entries_;
+    } else if (saturated_at(r.t, now)) {
+      sat_pending_.push_back(r);
+      q.pop_front();
       --live_in_bucket_[b];
     } else {
       break;
@@ -178,6 +215,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   size_t examined = 0;  // entries read
   // Where the best block's entry is (a heap and its place there), when it came from one.
   uint32_t best_heap = kNoBucket, best_at = 0;
+  bool best_queued = false;  // ... in the bucket's queue rather than its heap
   const Less less = tie_break();
   // Offer a live block: it becomes the best when it would beat the best one found and is
   // eligible (asked only then). True when nothing its order puts after it can beat the best
@@ -265,27 +303,59 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
         offer(sat_pending_[i], prio(sat_pending_[i].s, sat_pending_[i].t, now));
         if (have_best && best.id == sat_pending_[i].id && best.version == sat_pending_[i].version) best_heap = kNoBucket;
       }
+      // Two roots: the heap's and the queue's (its front step sorted by take_roots), the one of
+      // higher bound read first.
       const Heap &h = heaps_[c.bucket()];
-      if (h.empty()) continue;
-      const Entry &r = h.top();
-      consider(Candidate::make(std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket(), r.t, now)),
-                               c.bucket(), 0, kEntry),
-               true);
+      const Queue &q = queues_[c.bucket()];
+      Candidate first{}, second{};
+      unsigned roots = 0;
+      if (!h.empty()) {
+        const Entry &r = h.top();
+        first = Candidate::make(std::max(prio(r.s, r.t, now), score_order_ ? kNegInf : newer_bound(c.bucket(), r.t, now)),
+                                c.bucket(), 0, kEntry);
+        ++roots;
+      }
+      if (!q.empty()) {
+        const Entry &r = q.front();
+        const Candidate qc = Candidate::make(std::max(prio(r.s, r.t, now), newer_bound(c.bucket(), r.t, now)), c.bucket(),
+                                             static_cast<uint32_t>(q.head()), kQueueEntry);
+        if (roots == 0 || qc.bound > first.bound) {
+          second = first;
+          first = qc;
+        } else {
+          second = qc;
+        }
+        ++roots;
+      }
+      if (roots > 0) consider(first, true);
+      if (roots > 1) consider(second, true);
       continue;
     }
+    if (c.kind() == kQueueRun) {
+      // The queue's next step, read for the first time: sorted now. The only candidate that
+      // refers to it is this one, and the entries before it do not move.
+      cxlt_assert_internal(c.index == queues_[c.bucket()].sorted_end());
+      queues_[c.bucket()].sort_run(c.index);
+      c = Candidate::make(c.bound, c.bucket(), c.index, kQueueEntry);
+    }
+    const bool queued = c.kind() == kQueueEntry || c.kind() == kQueueEntryDominated;
+    const bool dominated = c.kind() == kEntryDominated || c.kind() == kQueueEntryDominated;
     const Heap &h = heaps_[c.bucket()];
-    const Entry &e = h[c.index];
+    const Queue &q = queues_[c.bucket()];
+    const Entry &e = queued ? q[c.index] : h[c.index];
     if (have_best) {
       if (c.bound < best_p) break;  // every remaining bound is <= this one
       if (c.bound == best_p) {
         // A tie at the bound can only matter if some block below could come first in order.
-        bool best_first = (c.kind() == kEntryDominated) ? best.t <= e.t : less(best, e);
+        bool best_first = dominated ? best.t <= e.t : less(best, e);
         if (best_first) continue;
       }
     }
     ++stats_.entries_examined;
     ++examined;
-    if (stale(e)) {
+    // A stale entry in a queue waits until it reaches the front: before it in the queue are
+    // blocks no later in order, which a search reads first.
+    if (stale(e) && !queued) {
       if (stale_seen_.size() < stale_seen_.capacity())  // no allocation here: the rest wait for the next search
         stale_seen_.push_back(StaleAt{c.bucket(), c.index, e.id, e.version});
     }
@@ -294,14 +364,34 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     // evaluated above; when e, live or stale, does not beat the best block (what comes after e
     // and is no higher in priority does not beat it either); or when e becomes the best. So
     // eligibility, a read of the caller's state, is asked only of a block that would win.
-    bool covers = (c.kind() == kEntryDominated);
+    bool covers = dominated;
     if (!covers && !stale(e)) {
       const bool was_best = have_best && best.id == e.id && best.version == e.version;
       covers = offer(e, prio(e.s, e.t, now));
       if (!was_best && have_best && best.id == e.id && best.version == e.version) {
         best_heap = c.bucket();
         best_at = c.index;
+        best_queued = queued;
       }
+    }
+    if (queued) {
+      // In a queue the entry behind e is its only child, and what follows it is no earlier in
+      // order (run_queue.hpp): the same bounds as a heap child's subtree.
+      const uint32_t ch = c.index + 1;
+      if (ch < q.end()) {
+        const Entry &ce = q[ch];
+        if (ch == q.sorted_end()) {
+          // A step not sorted yet: every entry from ch on is of ce's step or later.
+          consider(Candidate::make(from_bound(c.bucket(), ce.t, now), c.bucket(), ch, kQueueRun));
+        } else if (covers && ce.t == e.t) {
+          double nb = newer_bound(c.bucket(), ce.t, now);
+          if (nb != kNegInf) consider(Candidate::make(nb, c.bucket(), ch, kQueueEntryDominated));
+        } else {
+          consider(Candidate::make(std::max(prio(ce.s, ce.t, now), newer_bound(c.bucket(), ce.t, now)), c.bucket(), ch,
+                                   kQueueEntry));
+        }
+      }
+      continue;
     }
     for (uint32_t ch = 2 * c.index + 1; ch <= 2 * c.index + 2 && ch < h.size(); ++ch) {
       const Entry &ce = h[ch];
@@ -347,7 +437,11 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // The next search in this step most likely takes one of the entries behind the victim (its
   // children: one of them rises to its place once the victim's entry is dropped), and asks for
   // its eligibility then: a state line that is seldom cached, as the blocks waited longest.
-  if (best_heap != kNoBucket) {
+  if (best_heap != kNoBucket && best_queued) {
+    const Queue &q = queues_[best_heap];
+    if (best_at + size_t{1} < q.end() && best_at >= q.head() && q[best_at].id == best.id && q[best_at].version == best.version)
+      eligible.warm(q[best_at + 1].id);
+  } else if (best_heap != kNoBucket) {
     const Heap &h = heaps_[best_heap];
     if (best_at < h.size() && h[best_at].id == best.id && h[best_at].version == best.version)
       for (size_t ch = 2 * size_t{best_at} + 1; ch <= 2 * size_t{best_at} + 2 && ch < h.size(); ++ch)
