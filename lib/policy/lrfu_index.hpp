@@ -254,12 +254,17 @@ private:
     uint64_t t;  // oldest root t of its non-empty buckets (recency order)
     double s;    // lowest score a bucket bound uses (score order: lowest root s)
     bool empty;
+    uint16_t filled = 0;  // bit i: bucket kGroupBuckets * g + i is not empty
     bool bound_kept = false;  // as in Root
     uint64_t bound_now = 0;
     double bound = 0.0;
   };
   Group group_of_buckets(unsigned g) const noexcept;
-  void refresh_group(unsigned g) noexcept { groups_[g] = group_of_buckets(g); }
+  void refresh_group(unsigned g) noexcept {
+    groups_[g] = group_of_buckets(g);
+    if (g < 32) filled_groups_ = groups_[g].empty ? filled_groups_ & ~(1u << g) : filled_groups_ | (1u << g);
+  }
+  uint32_t filled_groups_ = 0;  // bit g: group g (of the first 32) is not empty
   double group_bound(unsigned g, uint64_t now) const noexcept;
   double kept_group_bound(unsigned g, uint64_t now) noexcept {
     Group &gr = groups_[g];

@@ -67,8 +67,10 @@ std::string LrfuIndex::validate() const {
   }
   for (unsigned g = 0; g < groups_.size(); ++g) {
     const Group want = group_of_buckets(g);
-    if (want.empty != groups_[g].empty || (!want.empty && (want.t != groups_[g].t || want.s != groups_[g].s)))
+    if (want.empty != groups_[g].empty || want.filled != groups_[g].filled ||
+        (!want.empty && (want.t != groups_[g].t || want.s != groups_[g].s)))
       err << "group " << g << "'s record disagrees with its buckets; ";
+    if (g < 32 && ((filled_groups_ >> g) & 1u) != (want.empty ? 0u : 1u)) err << "group " << g << "'s filled bit is wrong; ";
   }
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";

@@ -112,6 +112,7 @@ LrfuIndex::Group LrfuIndex::group_of_buckets(unsigned g) const noexcept {
   for (unsigned b = g * kGroupBuckets; b < end; ++b) {
     if (roots_[b].empty) continue;
     r.empty = false;
+    r.filled = static_cast<uint16_t>(r.filled | (1u << (b - g * kGroupBuckets)));
     r.t = std::min(r.t, roots_[b].t);
     r.s = std::min(r.s, score_order_ ? roots_[b].s : std::max(bucket_low(b), min_score_[b]));
   }
@@ -196,9 +197,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   Candidate held{};
   if (groups_.size() <= 32) {
     // One candidate for all the groups, read first (no bound is needed for that).
-    uint32_t all = 0;
-    for (unsigned g = 0; g < groups_.size(); ++g)
-      if (!groups_[g].empty) all |= 1u << g;
+    const uint32_t all = filled_groups_;
     if (all != 0) {
       held = Candidate::make(std::numeric_limits<double>::infinity(), 0, all, kSomeGroups);
       have_held = true;
@@ -274,13 +273,11 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
       // becomes a candidate, and the rest goes back bounded by the next highest, so a search
       // that ends within the first bucket pushes two candidates, not sixteen.
       if (have_best && c.bound < best_p) break;
-      const unsigned end = std::min(nbuckets_, c.bucket() + kGroupBuckets);
       TopTwo best_bucket;
       uint32_t rest = 0;
-      for (unsigned b = c.bucket(); b < end; ++b) {
-        const uint32_t bit = 1u << (b - c.bucket());
-        if ((c.index & bit) == 0 || roots_[b].empty) continue;
-        rest |= bit;
+      for (uint32_t m = c.index & groups_[c.bucket() / kGroupBuckets].filled; m != 0; m &= m - 1) {
+        const unsigned b = c.bucket() + static_cast<unsigned>(std::countr_zero(m));
+        rest |= m & -m;
         best_bucket.offer(b, kept_bucket_bound(b, now));
       }
       if (best_bucket.top == TopTwo::kNone) continue;
@@ -436,16 +433,21 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   if (!have_best) return kNoNode;
   // The next search in this step most likely takes one of the entries behind the victim (its
   // children: one of them rises to its place once the victim's entry is dropped), and asks for
-  // its eligibility then: a state line that is seldom cached, as the blocks waited longest.
+  // its eligibility then: a state line that is seldom cached, as the blocks waited longest. Its
+  // record here, which the next search reads to see whether the entry is stale, is warmed too.
+  auto warm_next = [this](NodeId id, Eligible &el) {
+    prefetch(id);
+    el.warm(id);
+  };
   if (best_heap != kNoBucket && best_queued) {
     const Queue &q = queues_[best_heap];
     if (best_at + size_t{1} < q.end() && best_at >= q.head() && q[best_at].id == best.id && q[best_at].version == best.version)
-      eligible.warm(q[best_at + 1].id);
+      warm_next(q[best_at + 1].id, eligible);
   } else if (best_heap != kNoBucket) {
     const Heap &h = heaps_[best_heap];
     if (best_at < h.size() && h[best_at].id == best.id && h[best_at].version == best.version)
       for (size_t ch = 2 * size_t{best_at} + 1; ch <= 2 * size_t{best_at} + 2 && ch < h.size(); ++ch)
-        eligible.warm(h[ch].id);
+        warm_next(h[ch].id, eligible);
   }
   *best_priority = best_p;
   return best.id;
