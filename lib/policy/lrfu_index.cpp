@@ -37,6 +37,8 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
   groups_.assign((nbuckets_ + kGroupBuckets - 1) / kGroupBuckets, Group{0, 0.0, true});
   deferred_.reserve(groups_.size() + 64);
   roots_.assign(nbuckets_, Root{0, 0.0, true});
+  kept_bounds_.assign(groups_.size(), KeptBounds{});
+  bucket_bounds_.assign(nbuckets_, 0.0);
   live_in_bucket_.assign(nbuckets_ + 1, 0);
   min_score_.assign(nbuckets_ + 1, 2.0);
   edges_.resize(nbuckets_ + 1);
@@ -103,13 +105,14 @@ void LrfuIndex::note_level(unsigned b, double s) noexcept {
 
 void LrfuIndex::push_entry(unsigned b, const Entry &e) {
   // In recency order an entry no earlier than its bucket's newest joins the queue (an admission
-  // always does); the rest, and every entry in score order, go to the heap.
+  // nearly always does: not one of a step a search has sorted already that comes before the
+  // step's last entry); the rest, and every entry in score order, go to the heap.
   if (score_order_ || !queues_[b].push(e)) heaps_[b].push(e);
   // A new root has the lowest t (recency order) or s (score order): only then is roots_[b] read.
   const bool lower = e.s < min_score_[b];
   if (lower) {
     min_score_[b] = e.s;
-    roots_[b].bound_kept = false;  // its bound used the old lowest score
+    drop_kept_bound(b);  // its bound used the old lowest score
   }
   if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) {
     refresh_root(b);  // and its group

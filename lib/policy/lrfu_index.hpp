@@ -21,7 +21,7 @@
 //   - each bucket is a min-heap in the mode's order, so a node's subtree holds only blocks that
 //     are no older (recency order) or no lower-scored (score order) than the node. In recency
 //     order a bucket also has a queue (run_queue.hpp) for the entries that arrive no earlier
-//     than its newest one, admissions above all: read from its front it is in the same order,
+//     than its newest one, nearly every admission: read from its front it is in the same order,
 //     and what follows an entry is no older than it, so a search bounds it as a heap's subtree
 //     and a victim leaves its front without a sift-down (one sort per step's entries instead);
 //   - priority is monotone: higher with more idle steps, lower with a higher score. So the
@@ -165,12 +165,12 @@ private:
   // 16 bytes, written whole: the candidate heap moves them as two 8-byte words.
   enum CandidateKind : uint32_t {
     kEntry = 0,          // heap entry `index` of `bucket`
-    kEntryDominated = 1, // the same, its parent a live, eligible block of the same step
+    kEntryDominated = 1, // the same, its parent of the same step and covering it (see `covers`)
     kWholeBucket = 2,    // the bucket itself, bounded from roots_ (its heap not yet read)
     kWholeGroup = 3,     // buckets from `bucket` on in `index`'s bits (a group's), not yet read
     kSomeGroups = 4,     // the groups in `index`'s bits (when there are at most 32), not yet read
     kQueueEntry = 5,     // entry `index` of `bucket`'s queue (sorted that far)
-    kQueueEntryDominated = 6,  // the same, the entry before it a live, eligible block of the same step
+    kQueueEntryDominated = 6,  // the same, the entry before it of the same step and covering it
     kQueueRun = 7,       // the queue's entries from `index` on, whose step is not sorted yet
   };
   struct Candidate {
@@ -215,20 +215,15 @@ private:
   void take_roots(unsigned b, uint64_t now);
   // Each bucket heap's root (lowest t in recency order, lowest s in score order): what a search
   // bounds a whole bucket by without reading its heap. Refreshed whenever a root may change.
-  // A search keeps each bound it computes with the step it was computed at: a runtime evicts
-  // for all the misses of a step at one `now`, and between those searches only the records the
-  // victims and new entries changed are refreshed, which drops their kept bounds.
   struct Root {
     uint64_t t;
     double s;
     bool empty;
-    bool bound_kept = false;
-    uint64_t bound_now = 0;
-    double bound = 0.0;
   };
   void refresh_root(unsigned b) noexcept {
     const Entry *r = root_entry(b);
     roots_[b] = r == nullptr ? Root{0, 0.0, true} : Root{r->t, r->s, false};
+    drop_kept_bound(b);
     refresh_group(b / kGroupBuckets);
   }
   // The entry of bucket b with the oldest step (lowest score in score order), heap or queue;
@@ -241,11 +236,29 @@ private:
     return r;
   }
   double bucket_bound(unsigned b, uint64_t now) const noexcept;
+  // A search keeps each bound it computes with the step it was computed at: a runtime evicts
+  // for all the misses of a step at one `now`, and between those searches only the records the
+  // victims and new entries changed are refreshed, which drops their kept bounds. Per group of
+  // buckets: the step and which of its buckets' bounds are kept, in kept_bounds_; the bounds
+  // themselves side by side in bucket_bounds_ (a search reads a group's 16 in two lines).
+  struct KeptBounds {
+    uint64_t now = 0;
+    uint32_t valid = 0;  // bit i: bucket_bounds_[kGroupBuckets * g + i] is the bound at `now`
+  };
   double kept_bucket_bound(unsigned b, uint64_t now) noexcept {
-    Root &r = roots_[b];
-    if (!r.bound_kept || r.bound_now != now) r = Root{r.t, r.s, r.empty, true, now, bucket_bound(b, now)};
-    return r.bound;
+    KeptBounds &k = kept_bounds_[b / kGroupBuckets];
+    const uint32_t bit = 1u << (b % kGroupBuckets);
+    if (k.now != now) {
+      k.now = now;
+      k.valid = 0;
+    }
+    if ((k.valid & bit) == 0) {
+      bucket_bounds_[b] = bucket_bound(b, now);
+      k.valid |= bit;
+    }
+    return bucket_bounds_[b];
   }
+  void drop_kept_bound(unsigned b) noexcept { kept_bounds_[b / kGroupBuckets].valid &= ~(1u << (b % kGroupBuckets)); }
   // Buckets in groups of kGroupBuckets, each bounded from the oldest root and lowest score of
   // its buckets: a search starts from the groups and reads the bucket records of a group only
   // when its bound can win, so it computes about B / 16 + 16 bounds instead of B.
@@ -255,7 +268,7 @@ private:
     double s;    // lowest score a bucket bound uses (score order: lowest root s)
     bool empty;
     uint16_t filled = 0;  // bit i: bucket kGroupBuckets * g + i is not empty
-    bool bound_kept = false;  // as in Root
+    bool bound_kept = false;  // the group's own bound, kept as the buckets' are
     uint64_t bound_now = 0;
     double bound = 0.0;
   };
@@ -307,6 +320,8 @@ private:
   std::vector<Heap> heaps_;  // nbuckets_ bucket heaps, then the saturated heap
   std::vector<Queue> queues_;  // per bucket; empty in score order
   std::vector<Root> roots_;  // per bucket heap
+  std::vector<KeptBounds> kept_bounds_;  // per group
+  std::vector<double> bucket_bounds_;    // per bucket
   std::vector<Group> groups_;  // per kGroupBuckets buckets
   std::vector<Entry> sat_pending_;  // saturated roots a search took, pushed to the saturated heap after it
   std::vector<uint32_t> live_in_bucket_;  // per heap: the buckets, then the saturated heap

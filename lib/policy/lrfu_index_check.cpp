@@ -3,6 +3,7 @@
 // and the structure check the tests run after every operation.
 #include "lib/policy/lrfu_index.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace cxltier {
@@ -72,6 +73,20 @@ std::string LrfuIndex::validate() const {
       err << "group " << g << "'s record disagrees with its buckets; ";
     if (g < 32 && ((filled_groups_ >> g) & 1u) != (want.empty ? 0u : 1u)) err << "group " << g << "'s filled bit is wrong; ";
   }
+  // Every bound depends on the lowest score kept per bucket, and a kept bound must be what the
+  // bucket's or group's record gives at the step it was kept for.
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    double lowest = 2.0;
+    for (size_t i = 0; i < heaps_[b].size(); ++i) lowest = std::min(lowest, heaps_[b][i].s);
+    for (size_t i = queues_[b].head(); i < queues_[b].end(); ++i) lowest = std::min(lowest, queues_[b][i].s);
+    if (min_score_[b] > lowest) err << "bucket " << b << "'s lowest score " << min_score_[b] << " is above an entry's " << lowest << "; ";
+    const KeptBounds &k = kept_bounds_[b / kGroupBuckets];
+    if (((k.valid >> (b % kGroupBuckets)) & 1u) && !roots_[b].empty && bucket_bounds_[b] != bucket_bound(b, k.now))
+      err << "bucket " << b << "'s kept bound is not its bound at step " << k.now << "; ";
+  }
+  for (unsigned g = 0; g < groups_.size(); ++g)
+    if (groups_[g].bound_kept && !groups_[g].empty && groups_[g].bound != group_bound(g, groups_[g].bound_now))
+      err << "group " << g << "'s kept bound is not its bound at step " << groups_[g].bound_now << "; ";
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";

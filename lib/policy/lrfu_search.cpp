@@ -245,6 +245,7 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     // still false): the bound tests below, which assume the heap's order, do not apply to it.
     Candidate c;
     if (have_held) {
+      cxlt_assert_internal(!have_best);
       c = held;
       have_held = false;
     } else {

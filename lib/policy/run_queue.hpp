@@ -16,6 +16,8 @@
 // order once that step is sorted, is refused: the caller puts it in the heap.
 #pragma once
 
+#include "lib/core/assert.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -73,6 +75,7 @@ public:
   // Drops front() (sorted first). The consumed part is reclaimed once it is half the array, so
   // positions change only here and in clear().
   void pop_front() noexcept {
+    cxlt_assert_internal(head_ < sorted_end_);
     ++head_;
     if (empty()) {
       clear();

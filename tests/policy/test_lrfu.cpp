@@ -263,8 +263,9 @@ struct Sim {
       if (rng() % 7 == 0 && !residents.empty()) remove_at(rng() % residents.size());  // releases
       if (!decide()) return false;
       // Time moves by 0 (several admissions in one step), 1, or a jump.
+      // The rest: one step on in 7 of 8, else a jump.
       const double r = static_cast<double>(rng() % 1000) / 1000.0;
-      now += r < sc.same_step ? 0 : (r < 0.9 ? 1 : 1 + rng() % 5000);
+      now += r < sc.same_step ? 0 : (r < sc.same_step + 0.875 * (1.0 - sc.same_step) ? 1 : 1 + rng() % 5000);
     }
     std::string v = index.validate();
     EXPECT_EQ(v, "") << sc.name;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <vector>
 
 using namespace cxltier;
@@ -88,6 +89,45 @@ TEST(RunQueue, MatchesASortedListThroughRandomPushesPopsAndWalks) {
     EXPECT_GT(taken, 0u);
     if (round == 0) std::printf("round 0: %zu taken, %zu refused\n", taken, refused);
   }
+}
+
+// Long enough that the consumed front is reclaimed (positions move down): the queue still
+// matches the model, and its sorted edge moves with it.
+TEST(RunQueue, ReclaimingTheConsumedFrontKeepsTheOrder) {
+  std::mt19937_64 rng(12);
+  RunQueue<E, Less> q;
+  std::multiset<E, Less> model;
+  uint64_t step = 1;
+  size_t reclaims = 0;
+  for (int op = 0; op < 80000; ++op) {
+    // Phases of 10,000: pushes three to one, then pops three to one, so the queue grows past the
+    // reclaim threshold and then drains below half of it.
+    const bool filling = (op / 10000) % 2 == 0;
+    if (rng() % 4 != 0 ? filling : !filling) {
+      const E e{step, static_cast<double>(rng() % 4) / 4.0, rng() % 8};
+      if (q.push(e)) model.insert(e);
+      if (rng() % 8 == 0) ++step;
+    } else if (!q.empty()) {
+      const size_t head_before = q.head();
+      q.sort_front();
+      ASSERT_EQ(q.front(), *model.begin()) << "op " << op;
+      model.erase(model.begin());
+      q.pop_front();
+      if (!q.empty() && q.head() < head_before) ++reclaims;
+    }
+    ASSERT_EQ(q.size(), model.size());
+    if (op % 97 == 0) {
+      ASSERT_TRUE(q.is_ordered()) << "op " << op;
+    }
+  }
+  EXPECT_GT(reclaims, 0u);
+  const std::vector<E> want(model.begin(), model.end());
+  std::vector<E> seen;
+  for (size_t i = q.head(); i < q.end(); ++i) {
+    if (i == q.sorted_end()) q.sort_run(i);
+    seen.push_back(q[i]);
+  }
+  EXPECT_EQ(seen, want);
 }
 
 TEST(RunQueue, IsOrderedCatchesAStepSplitAcrossTheSortedEdge) {
