@@ -62,37 +62,33 @@ double LrfuIndex::from_bound(unsigned bucket, uint64_t t, uint64_t now) const no
 }
 
 void LrfuIndex::take_roots(unsigned b, uint64_t now) {
+  // The heap's root, then the queue's front (its step sorted first, so that the front is the
+  // first entry in order), one entry at a time: a stale one goes, a saturated one moves to
+  // sat_pending_, and the first live, unsaturated one stays. No candidate refers into the
+  // bucket yet, so positions may move.
+  auto drop_fronts = [&](auto &&front, auto &&pop) {
+    for (const Entry *r = front(); r != nullptr; r = front()) {
+      if (stale(*r)) {
+        --total_entries_;
+      } else if (saturated_at(r->t, now)) {
+        sat_pending_.push_back(*r);  // a copy, before the pop
+        --live_in_bucket_[b];
+      } else {
+        break;
+      }
+      pop();
+    }
+  };
   Heap &h = heaps_[b];
-  while (!h.empty()) {
-    const Entry &r = h.top();
-    if (stale(r)) {
-      h.pop();
-      --total_entries_;
-    } else if (saturated_at(r.t, now)) {
-      sat_pending_.push_back(r);
-      h.pop();
-      --live_in_bucket_[b];
-    } else {
-      break;
-    }
-  }
-  // The queue the same way, its front step sorted first (the front is then the first entry in
-  // order). No candidate refers into the queue yet, so positions may move.
+  drop_fronts([&h]() -> const Entry * { return h.empty() ? nullptr : &h.top(); }, [&h] { h.pop(); });
   Queue &q = queues_[b];
-  while (!q.empty()) {
-    q.sort_front();
-    const Entry &r = q.front();
-    if (stale(r)) {
-      q.pop_front();
-      --total_entries_;
-    } else if (saturated_at(r.t, now)) {
-      sat_pending_.push_back(r);
-      q.pop_front();
-      --live_in_bucket_[b];
-    } else {
-      break;
-    }
-  }
+  drop_fronts(
+      [&q]() -> const Entry * {
+        if (q.empty()) return nullptr;
+        q.sort_front();
+        return &q.front();
+      },
+      [&q] { q.pop_front(); });
   refresh_root(b);
 }
 
