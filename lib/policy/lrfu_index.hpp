@@ -295,6 +295,7 @@ private:
   // The same for blocks whose last access is step t or later.
   double from_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
   double idle_bound(unsigned bucket, uint64_t d) const noexcept;
+  double slack_bound(double s, uint64_t d) const noexcept;
   void push_entry(unsigned b, const Entry &e);
   void push_candidate(Candidate c);
   Candidate pop_candidate() noexcept;

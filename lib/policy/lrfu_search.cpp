@@ -43,11 +43,18 @@ LrfuIndex::Candidate LrfuIndex::pop_candidate() noexcept {
   return c;
 }
 
+// Upper bound on the priority of blocks whose score is s or higher and that have been idle for
+// d steps or fewer: exact where the tables are monotone (see the constructor), with a relative
+// slack past them.
+inline double LrfuIndex::slack_bound(double s, uint64_t d) const noexcept {
+  const double p = prio_d(s, d);
+  if (d <= exact_bound_steps_) return p;
+  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+}
+
 // Upper bound on the priority of blocks in `bucket` idle for d steps or fewer.
 inline double LrfuIndex::idle_bound(unsigned bucket, uint64_t d) const noexcept {
-  double p = prio_d(std::max(bucket_low(bucket), min_score_[bucket]), d);
-  if (d <= exact_bound_steps_) return p;  // monotone there: exact (see the constructor)
-  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+  return slack_bound(std::max(bucket_low(bucket), min_score_[bucket]), d);
 }
 
 // Upper bound on the priority of blocks in `bucket` whose last access is after step t.
@@ -96,10 +103,7 @@ void LrfuIndex::take_roots(unsigned b, uint64_t now) {
 // accesses no older than its root's.
 double LrfuIndex::bucket_bound(unsigned b, uint64_t now) const noexcept {
   if (score_order_) return prio_d(roots_[b].s, 0);
-  const uint64_t d = now > roots_[b].t ? now - roots_[b].t : 0;
-  const double p = prio_d(std::max(bucket_low(b), min_score_[b]), d);
-  if (d <= exact_bound_steps_) return p;
-  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+  return idle_bound(b, now > roots_[b].t ? now - roots_[b].t : 0);
 }
 
 LrfuIndex::Group LrfuIndex::group_of_buckets(unsigned g) const noexcept {
@@ -120,20 +124,14 @@ LrfuIndex::Group LrfuIndex::group_of_buckets(unsigned g) const noexcept {
 double LrfuIndex::group_bound(unsigned g, uint64_t now) const noexcept {
   const Group &gr = groups_[g];
   if (score_order_) return prio_d(gr.s, 0);
-  const uint64_t d = now > gr.t ? now - gr.t : 0;
-  const double p = prio_d(gr.s, d);
-  if (d <= exact_bound_steps_) return p;
-  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+  return slack_bound(gr.s, now > gr.t ? now - gr.t : 0);
 }
 
 // Upper bound on the priority of every pending block: priority is monotone (higher with more
 // idle steps, lower with a higher score), so the oldest access and the lowest score among
 // them bound it; exact where the tables are monotone, with the slack of newer_bound past them.
 double LrfuIndex::pending_bound(uint64_t now) const noexcept {
-  const uint64_t d = now > pending_min_t_ ? now - pending_min_t_ : 0;
-  const double p = prio_d(pending_min_s_, d);
-  if (d <= exact_bound_steps_) return p;
-  return p > 0.0 ? p * (1.0 + kBoundSlack) : p;
+  return slack_bound(pending_min_s_, now > pending_min_t_ ? now - pending_min_t_ : 0);
 }
 
 // The victim among the indexed blocks; the pending ones (accessed since they were last
