@@ -176,6 +176,41 @@ TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
 // The huge-page advice follows the vector's setting: a vector that asks (the default) has its
 // range marked MADV_HUGEPAGE (smaps VmFlags "hg") once it is past 4 MiB; one that does not is
 // never marked, and a move carries the setting.
+// Whether the 4 KiB page at p is resident (mincore).
+static bool page_resident(const void *p) {
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  unsigned char v = 0;
+  EXPECT_EQ(mincore(reinterpret_cast<void *>(page), 4096, &v), 0);
+  return (v & 1) != 0;
+}
+
+TEST(PodVector, PopulatesPagesAheadOfItsElementsAndNoFurther) {
+#ifdef MADV_POPULATE_WRITE
+  {  // the kernel must know the call (Linux 5.14) for there to be anything to see
+    void *probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(probe, MAP_FAILED);
+    const int rc = madvise(probe, 4096, MADV_POPULATE_WRITE);
+    munmap(probe, 4096);
+    if (rc != 0) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
+  }
+  PodVector<uint64_t> v;
+  v.set_huge_pages(false);  // 4 KiB pages, so that residency is seen page by page
+  const size_t n = (size_t{16} << 20) / sizeof(uint64_t) + 1;  // 16 MiB and one element: mapped
+  for (size_t i = 0; i < n; ++i) v.push_back(i);
+  ASSERT_GE(v.capacity() * sizeof(uint64_t), size_t{32} << 20);
+  const char *end = reinterpret_cast<const char *>(v.data() + v.size());
+  // Populated ahead: the next max(1 MiB, an eighth of the elements) = 2 MiB, never written yet.
+  EXPECT_TRUE(page_resident(end + (size_t{1} << 20)));
+  EXPECT_TRUE(page_resident(end + (size_t{2} << 20) - 8192));
+  // Not past that: the rest of the capacity stays untouched.
+  EXPECT_FALSE(page_resident(end + (size_t{6} << 20)));
+  EXPECT_FALSE(page_resident(end + (size_t{12} << 20)));
+  for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(v[i], i);
+#else
+  GTEST_SKIP() << "built without MADV_POPULATE_WRITE";
+#endif
+}
+
 TEST(PodVector, HugePageAdviceFollowsTheSetting) {
   auto advised = [](const void *p) {
     const std::string flags = cxlt_test::smaps_field(p, "VmFlags");
