@@ -194,7 +194,7 @@ Result replay_on(const Options &o, PolicyChoice policy, const std::vector<TierBu
   const trace::ReaderStats &rs = reader.stats();
   if (o.progress) o.progress(Progress{ref, rs.requests, rs.bytes});
 
-  const cxlt_stats_t s = rt->stats();
+  const cxlt_stats_t s = rt->stats(/*measure_placement=*/false);  // the report has no placement figures
   r.requests = rs.requests;
   r.steps = rt->current_step();
   r.references = ref;

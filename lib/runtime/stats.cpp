@@ -17,7 +17,7 @@
 
 namespace cxltier {
 
-cxlt_stats_t Runtime::stats() const {
+cxlt_stats_t Runtime::stats(bool measure_placement) const {
   const Impl &m = *impl_;
   std::lock_guard lk(m.mu);
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
@@ -50,7 +50,7 @@ cxlt_stats_t Runtime::stats() const {
     CXLT_REMOTE_STATS_COUNTERS(CXLT_X)
 #undef CXLT_X
   }
-  const PlacementMeasure pm = m.measure_placement();
+  const PlacementMeasure pm = measure_placement ? m.measure_placement() : m.placement.last;
   s.inversions = pm.inversions;
   s.inversion_max_gap = pm.max_gap;
   s.steps_since_no_inversion = m.placement.ever_clean ? m.now - m.placement.last_clean_step : m.now;

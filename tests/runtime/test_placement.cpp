@@ -122,6 +122,17 @@ TEST(Placement, StepsSinceNoInversion) {
   EXPECT_GT(s.inversion_max_gap, 0.0);
   EXPECT_EQ(s.steps_since_no_inversion, 3u);
   EXPECT_EQ(s.placement_blocks, 2u);
+
+  // Without the measure, the counters are current and the placement fields are the last measure's.
+  rt->pin(a);  // a pinned block is out of the measure
+  rt->access(&b, &hot, 1);
+  const cxlt_stats_t quick = rt->stats(/*measure_placement=*/false);
+  EXPECT_EQ(quick.inversions, 1u);
+  EXPECT_EQ(quick.placement_blocks, 2u);
+  EXPECT_EQ(quick.tier[1].hits, s.tier[1].hits + 1);  // the counters see the access
+  const cxlt_stats_t full = rt->stats();
+  EXPECT_EQ(full.inversions, 0u);
+  EXPECT_EQ(full.placement_blocks, 1u);
 }
 
 }  // namespace
