@@ -115,6 +115,7 @@ public:
     new (data_ + size_) T(v);
     ++size_;
   }
+  void pop_back() noexcept { --size_; }
   void clear() noexcept { size_ = 0; }
 
 private:

@@ -125,15 +125,15 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 void LrfuIndex::reserve_ids(size_t n) {
   if (n <= ids_.size()) return;
   ids_.resize(n, PerId{0.0, 0, 0, kNoBucket, 0, 0});
-  keys_.resize(n);
   live_.reserve(n);
+  live_keys_.reserve(n);
   pending_.reserve(n);
 }
 
 void LrfuIndex::plan_ids(size_t n) {
   ids_.reserve(n);
-  keys_.reserve(n);
   live_.reserve(n);
+  live_keys_.reserve(n);
   pending_.reserve(n);
 }
 
@@ -152,10 +152,10 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
   note_level(b, st.score);
   ids_[id].s = st.score;
   ids_[id].t = st.last_access;
-  keys_[id] = key;
   ids_[id].bucket = b;
   ids_[id].live_pos = static_cast<uint32_t>(live_.size());
   live_.push_back(id);
+  live_keys_.push_back(key);  // within the capacity reserve_ids gave it
   push_entry(b, Entry{st.last_access, st.score, key, id, v});
   ++live_in_bucket_[b];
   maybe_compact();
@@ -170,8 +170,10 @@ void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
   uint32_t pos = ids_[id].live_pos;
   NodeId last = live_.back();
   live_[pos] = last;
+  live_keys_[pos] = live_keys_[live_.size() - 1];
   ids_[last].live_pos = pos;
   live_.pop_back();
+  live_keys_.pop_back();
 }
 
 void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
@@ -245,7 +247,7 @@ void LrfuIndex::flush_pending() {
     --live_in_bucket_[r.bucket];
     ++live_in_bucket_[b];
     r.bucket = b;
-    push_entry(b, Entry{r.t, r.s, keys_[id], id, r.version});
+    push_entry(b, Entry{r.t, r.s, live_keys_[r.live_pos], id, r.version});
     ++pushed;
   }
   clear_pending();
@@ -361,13 +363,14 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     for (Heap &h : heaps_) h.clear();
     for (Queue &q : queues_) q.clear();
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
-    for (NodeId id : live_) {
+    for (size_t i = 0; i < live_.size(); ++i) {
+      const NodeId id = live_[i];
       const unsigned b = saturated_at(ids_[id].t, sat_now_) ? sat_index() : bucket_of(ids_[id].s);
       if (b != sat_index() && ids_[id].pending) note_level(b, ids_[id].s);  // as flush_pending() would
       ids_[id].bucket = b;
       ids_[id].pending = 0;
       ++live_in_bucket_[b];
-      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, keys_[id], id, ids_[id].version});
+      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, live_keys_[i], id, ids_[id].version});
     }
     clear_pending();
   }

@@ -85,7 +85,7 @@ public:
   // Whether the per-id records ask for huge pages as they grow (by default they do).
   void set_huge_pages(bool on) noexcept {
     ids_.set_huge_pages(on);
-    keys_.set_huge_pages(on);
+    live_keys_.set_huge_pages(on);
   }
   void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
   void erase(NodeId id, EraseReason why) noexcept override;
@@ -356,7 +356,8 @@ private:
   // starts on a line, so a record never straddles two): current state (the auditor reads it),
   // version, bucket (of its latest entry; a pending block's entry is stale, and it is still
   // counted there), place in live_, and whether it is pending (in pending_, without a live
-  // entry). The key, needed only when an entry is made and by the auditor, is in keys_.
+  // entry). The key, needed only when an entry is made and by the auditor, is in live_keys_ at
+  // the same place as the id in live_: kept for the live blocks only, not for every id.
   struct PerId {
     double s;
     uint64_t t;
@@ -367,8 +368,9 @@ private:
   };
   static_assert(sizeof(PerId) == 32 && PodVector<PerId>::kAlign % sizeof(PerId) == 0);
   PodVector<PerId> ids_;
-  PodVector<Key> keys_;  // per id, beside ids_
   std::vector<NodeId> live_;
+  PodVector<Key> live_keys_;  // the key of live_[i] at i
+  const Key &key_of(NodeId id) const noexcept { return live_keys_[ids_[id].live_pos]; }
   std::vector<NodeId> pending_;  // live blocks accessed since they were last indexed, each once
   // The lowest score and oldest access any pending block had since the list was last emptied.
   double pending_min_s_ = std::numeric_limits<double>::infinity();

@@ -15,7 +15,7 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
     if (!eligible(id)) continue;
     double p = prio(ids_[id].s, ids_[id].t, now);
     if (best == kNoNode ||
-        evicts_before(p, ids_[id].t, ids_[id].s, keys_[id], best_p, ids_[best].t, ids_[best].s, keys_[best])) {
+        evicts_before(p, ids_[id].t, ids_[id].s, key_of(id), best_p, ids_[best].t, ids_[best].s, key_of(best))) {
       best = id;
       best_p = p;
     }
