@@ -32,6 +32,7 @@
 #include <map>
 #include <numeric>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <tuple>
 #include <unordered_map>
@@ -57,7 +58,10 @@ struct Resident {
 
 constexpr size_t kSpare = size_t{1} << 18;  // admissions room in the second tier (evicting)
 
+// The threads of a threaded case call this at once: the first builds, the other waits.
 Resident &resident(size_t n, bool runs, bool evicting = false) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
   static std::map<std::tuple<size_t, bool, bool>, std::unique_ptr<Resident>> cache;
   auto &slot = cache[{n, runs, evicting}];
   if (slot) return *slot;
