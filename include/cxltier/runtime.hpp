@@ -109,9 +109,11 @@ public:
   // unpin(keys[i]) for every i: a key may appear as often as it is pinned; else nothing changes.
   void unpin_batch(const Key *keys, size_t n);
 
-  // The counters and the placement measure. The measure scans every remembered state;
-  // `measure_placement` false skips it and reports the last measure taken (zeros before one).
-  cxlt_stats_t stats(bool measure_placement = true) const;
+  // The counters and the placement measure (a scan of every remembered state).
+  cxlt_stats_t stats() const;
+  // As stats(); `measure_placement` false skips the scan and reports the last measure taken
+  // (zeros before one).
+  cxlt_stats_t stats(bool measure_placement) const;
   std::string stats_json() const;
   size_t tier_count() const;
   cxlt_tier_info_t tier_info(size_t rank) const;

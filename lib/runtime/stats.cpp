@@ -17,6 +17,8 @@
 
 namespace cxltier {
 
+cxlt_stats_t Runtime::stats() const { return stats(true); }
+
 cxlt_stats_t Runtime::stats(bool measure_placement) const {
   const Impl &m = *impl_;
   std::lock_guard lk(m.mu);
