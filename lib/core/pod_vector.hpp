@@ -18,7 +18,7 @@
 // reaches the populated part's end, the pages of the next max(1 MiB, an eighth of the elements)
 // are populated in one system call, within the capacity, so a growing array takes a few calls
 // instead of a page fault per 4 KiB. Its memory runs ahead of its size by at most that much.
-// Arrays below 1 MiB are left to fault.
+// The first 1 MiB of elements is left to fault, however much capacity was reserved.
 //
 // The subset of std::vector the store and the index use; element addresses change on growth,
 // as a vector's do. Allocation failure throws std::bad_alloc.
@@ -123,8 +123,9 @@ private:
   // Elements [populated_, n) are about to be written: populate their pages and those of the
   // next stretch (see the top of this file). Called only when n > populated_.
   void populate_ahead(size_t n) noexcept {
-    if (cap_ * sizeof(T) < kPopulateMinBytes) {
-      populated_ = cap_;  // small: left to fault (reset when the array grows)
+    const size_t small = kPopulateMinBytes / sizeof(T);
+    if (n < small) {  // under 1 MiB in use: left to fault, whatever the capacity reserved
+      populated_ = std::min(cap_, small);
       return;
     }
     const size_t ahead = std::max(kPopulateMinBytes / sizeof(T), n / 8);
@@ -142,7 +143,7 @@ private:
   T *data_ = nullptr;
   size_t size_ = 0;
   size_t cap_ = 0;
-  size_t populated_ = 0;  // elements [0, populated_) have their pages populated (or are small)
+  size_t populated_ = 0;  // elements [0, populated_) have their pages populated (or are in the first 1 MiB)
 };
 
 }  // namespace cxltier

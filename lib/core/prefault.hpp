@@ -12,17 +12,26 @@
 #include <cstdint>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace cxltier {
 
-inline constexpr size_t kPrefaultPageBytes = 4096;
+// The system's base page size (4 KiB on x86-64; 16 or 64 KiB on some arm64 and ppc64 kernels).
+inline size_t base_page_bytes() noexcept {
+  static const size_t bytes = [] {
+    const long b = sysconf(_SC_PAGESIZE);
+    return b > 0 ? static_cast<size_t>(b) : size_t{4096};
+  }();
+  return bytes;
+}
 
 // Populate the whole pages inside [p, p + bytes) for writing; the partial pages at either end
 // are left to fault. Errors (an old kernel, memory that is not anonymous) are ignored.
 inline void prefault_pages(void *p, size_t bytes) noexcept {
 #ifdef MADV_POPULATE_WRITE
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kPrefaultPageBytes - 1) & ~uintptr_t{kPrefaultPageBytes - 1};
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~uintptr_t{kPrefaultPageBytes - 1};
+  const uintptr_t page = base_page_bytes();
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(page - 1);
   if (hi > lo) (void)madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_POPULATE_WRITE);
 #else
   (void)p;

@@ -177,38 +177,51 @@ TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
 // The huge-page advice follows the vector's setting: a vector that asks (the default) has its
 // range marked MADV_HUGEPAGE (smaps VmFlags "hg") once it is past 4 MiB; one that does not is
 // never marked, and a move carries the setting.
-// Whether the 4 KiB page at p is resident (mincore).
+// Whether the base page at p is resident (mincore).
 static bool page_resident(const void *p) {
-  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  const size_t bytes = base_page_bytes();
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~(uintptr_t{bytes} - 1);
   unsigned char v = 0;
-  EXPECT_EQ(mincore(reinterpret_cast<void *>(page), 4096, &v), 0);
+  EXPECT_EQ(mincore(reinterpret_cast<void *>(page), bytes, &v), 0);
   return (v & 1) != 0;
 }
 
 TEST(PodVector, PopulatesPagesAheadOfItsElementsAndNoFurther) {
 #ifdef MADV_POPULATE_WRITE
   {  // the kernel must know the call (Linux 5.14) for there to be anything to see
-    void *probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t page = base_page_bytes();
+    void *probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(probe, MAP_FAILED);
-    const int rc = madvise(probe, 4096, MADV_POPULATE_WRITE);
-    munmap(probe, 4096);
+    const int rc = madvise(probe, page, MADV_POPULATE_WRITE);
+    munmap(probe, page);
     if (rc != 0) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
   }
   PodVector<uint64_t> v;
-  v.set_huge_pages(false);  // 4 KiB pages, so that residency is seen page by page
+  v.set_huge_pages(false);  // base pages, so that residency is seen page by page
   const size_t n = (size_t{16} << 20) / sizeof(uint64_t) + 1;  // 16 MiB and one element: mapped
   for (size_t i = 0; i < n; ++i) v.push_back(i);
   ASSERT_GE(v.capacity() * sizeof(uint64_t), size_t{32} << 20);
   const char *end = reinterpret_cast<const char *>(v.data() + v.size());
   // Populated ahead: the next max(1 MiB, an eighth of the elements) = 2 MiB, never written yet.
   EXPECT_TRUE(page_resident(end + (size_t{1} << 20)));
-  EXPECT_TRUE(page_resident(end + (size_t{2} << 20) - 8192));
+  EXPECT_TRUE(page_resident(end + (size_t{2} << 20) - 2 * base_page_bytes()));
+  // A large reservation with little in it: its first 1 MiB of elements is left to fault, and
+  // only once a push passes it are the next pages populated.
+  PodVector<uint64_t> w;
+  w.set_huge_pages(false);
+  w.reserve((size_t{32} << 20) / sizeof(uint64_t));
+  const size_t first = (size_t{1} << 20) / sizeof(uint64_t);
+  for (size_t i = 0; i < first; ++i) w.push_back(i);
+  const char *wend = reinterpret_cast<const char *>(w.data() + w.size());
+  w.push_back(first);  // the first push past 1 MiB: the next 1 MiB is populated
+  EXPECT_TRUE(page_resident(wend + (size_t{1} << 19)));
   // Not past that: the rest of the capacity stays untouched (unless glibc fills each allocation:
   // MALLOC_PERTURB_, which tests/meson.build turns off for this program).
   const char *perturb = std::getenv("MALLOC_PERTURB_");
   if (perturb != nullptr && std::atoi(perturb) != 0) GTEST_SKIP() << "MALLOC_PERTURB_ touches every allocated page";
   EXPECT_FALSE(page_resident(end + (size_t{6} << 20)));
   EXPECT_FALSE(page_resident(end + (size_t{12} << 20)));
+  EXPECT_FALSE(page_resident(wend + (size_t{4} << 20)));
   for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(v[i], i);
 #else
   GTEST_SKIP() << "built without MADV_POPULATE_WRITE";
