@@ -39,6 +39,7 @@ std::string LrfuIndex::validate() const {
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
       if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
+      if (!(e.key == key_of(e.id))) err << "id " << e.id << " entry's key is not the live list's; ";
       if (b == sat_index()) {
         if (!saturated_at(e.t, sat_now_)) err << "id " << e.id << " in the saturated heap is not saturated; ";
       } else if (bucket_search(e.s) != b || bucket_of(e.s) != b) {
@@ -58,6 +59,7 @@ std::string LrfuIndex::validate() const {
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " queued in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
       if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " queue entry disagrees with its state; ";
+      if (!(e.key == key_of(e.id))) err << "id " << e.id << " queue entry's key is not the live list's; ";
       if (bucket_search(e.s) != b || bucket_of(e.s) != b) err << "id " << e.id << " score " << e.s << " queued in wrong bucket " << b << "; ";
       ++live_count[b];
       ++found[e.id];
@@ -103,6 +105,7 @@ std::string LrfuIndex::validate() const {
     if (ids_[id].pending && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
   for (size_t i = 0; i < live_.size(); ++i)
     if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
+  if (live_keys_.size() != live_.size()) err << live_keys_.size() << " keys for " << live_.size() << " live blocks; ";
   return err.str();
 }
 
