@@ -128,7 +128,7 @@ private:
       populated_ = std::min(cap_, small);
       return;
     }
-    const size_t ahead = std::max(kPopulateMinBytes / sizeof(T), n / 8);
+    const size_t ahead = std::max(small, n / 8);
     const size_t to = std::min(cap_, n + ahead);
     prefault_pages(data_ + populated_, (to - populated_) * sizeof(T));
     populated_ = to;

@@ -45,24 +45,23 @@ void ScoreStore::rehash(size_t table_size) {
   fresh.set_huge_pages(opt_.huge_pages);
   fresh.resize(table_size, Slot{kNoNode, 0});
   const size_t mask = table_size - 1;
-  if (mask <= 0xffffffffu && mask_ <= 0xffffffffu) {
-    // A slot's tag holds its key's hash bits up to 2^32 slots, so the old table alone says where
-    // each key goes: its 8-byte slots are read in order, and no entry's key (a 64-byte line
-    // each) is read or hashed again. Any insertion order leaves a valid linear-probing table.
+  // A slot's tag holds its key's hash bits up to 2^32 slots, so there the old table alone says
+  // where each key goes (the table only grows, so the old one fits too): its 8-byte slots are
+  // read in order, and no entry's key (a 64-byte line each) is read or hashed again. Any
+  // insertion order leaves a valid linear-probing table.
+  const bool by_tags = mask <= 0xffffffffu;
+  if (by_tags)
     for (const Slot &s : table_) {
       if (s.id == kNoNode) continue;
       size_t i = s.tag & mask;
       while (fresh[i].id != kNoNode) i = (i + 1) & mask;
       fresh[i] = s;
     }
-    table_ = std::move(fresh);
-    mask_ = mask;
-    return;
-  }
   table_ = std::move(fresh);
   mask_ = mask;
-  for (NodeId id = 0; id < entries_.size(); ++id)
-    if (in_use_[id]) index_insert(id);
+  if (!by_tags)
+    for (NodeId id = 0; id < entries_.size(); ++id)
+      if (in_use_[id]) index_insert(id);
 }
 
 void ScoreStore::index_insert(NodeId id) noexcept {
