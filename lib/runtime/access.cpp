@@ -221,7 +221,8 @@ bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
 
 void Runtime::step() {
   Impl &m = *impl_;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk(m.mu, std::defer_lock);
+  m.lock_helping(lk);  // engine threads call step() while others record: help their drain
   m.drain_accesses();
   ++m.now;
   if (m.cfg.checkpoint_every_steps && !m.cfg.store_path.empty() && m.now - m.checkpoint_at_step >= m.cfg.checkpoint_every_steps) {

@@ -16,8 +16,9 @@
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
 //     batch only. When the buffer has no room, E takes M, drains (step 3) and appends again; a
 //     batch larger than a buffer is applied at once under M, each record checked as in step 3.
-//     While M is taken by a drain applied in parts, E helps apply it instead of waiting, and E
-//     also helps after an append that found such a drain under way (parallel_drain.cpp).
+//     While M is taken by a drain applied in parts, E helps apply it instead of waiting (so
+//     does a thread waiting for M in step()), and E also helps after an append that found such
+//     a drain under way (parallel_drain.cpp).
 //  3. [M held] A drain. Every call that takes M to read or decide from policy state (admit,
 //     access by key, reference, lookup, move, pin, unpin, release, policy_state, step,
 //     checkpoint, stats, validate, close) and the background mover's pass drain first. Each
@@ -167,6 +168,10 @@ void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
     __builtin_prefetch(&e, 1);
     return;
   }
+  if (tiers.size() == 1) {  // the tier is known without the store line, which may not be here yet
+    tiers[0].policy->prefetch(id);
+    return;
+  }
   if (e.res.tier >= 0 && static_cast<size_t>(e.res.tier) < tiers.size()) tiers[e.res.tier].policy->prefetch(id);
 }
 
@@ -236,11 +241,7 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   // M is taken: while a drain there has parts left, help apply it (parallel_drain.cpp) rather
   // than wait.
   std::unique_lock lk(mu, std::defer_lock);
-  while (!lk.try_lock())
-    if (!help_drain()) {
-      lk.lock();
-      break;
-    }
+  lock_helping(lk);
   drain_accesses();
   if (log.append(handles, attention, n)) return true;
   // Larger than a buffer (or another thread of the same shard filled it again): apply here.

@@ -43,6 +43,7 @@ struct ParallelDrain {
     double min_score[CXLT_MAX_TIERS] = {};  // lowest score an indexed access left, per tier
     bool indexed[CXLT_MAX_TIERS] = {};      // some access of the part went to the tier's policy
     bool promotes = false;                  // some record of the part queues a promotion
+    uint32_t notes = 0;                     // records of the part that need note_pending
   };
 
   // Every record of one drain, sorted by part (stable: each part's in drain order).
@@ -56,7 +57,10 @@ struct ParallelDrain {
   uint64_t tick_base = 0;
 
   std::atomic<bool> open{false};        // parts may be claimed (protocol step 2)
-  std::atomic<unsigned> next{0};        // the next part to claim
+  // Parts not yet claimed: [front, back), front in the low 16 bits. The drainer claims from the
+  // front and helpers from the back, so that each thread tends to apply the same parts, whose
+  // lines its cache holds from the drains before.
+  std::atomic<uint32_t> claims{0};
   std::atomic<unsigned> done{0};        // parts applied
   std::atomic<unsigned> helpers{0};     // threads inside help() (step 3)
 

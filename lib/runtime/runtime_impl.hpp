@@ -196,7 +196,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   ParallelDrain par;
   bool drain_in_parts() noexcept;  // [mu held] false: not worth it here, drain serially
   bool help_drain() noexcept;      // [no lock] apply parts of an open drain; true if any
-  unsigned claim_parts() noexcept;
+  unsigned claim_parts(bool from_back) noexcept;
+  // [no lock; takes mu into lk] Lock mu, helping any drain in parts meanwhile, and spinning a
+  // bounded while before blocking, so that a drain opened just after this thread began to wait
+  // still finds it.
+  void lock_helping(std::unique_lock<std::mutex> &lk) noexcept;
   void apply_part(unsigned p) noexcept;
   void apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept;
   // [mu held] Runtime::reference after its checks (admission.cpp).
