@@ -14,8 +14,11 @@
 //  2. [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. A thread gets a shard at its first access (round robin over
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
-//     batch only. When the buffer has no room, E takes M, drains (step 3) and appends again; a
-//     batch larger than a buffer is applied at once under M, each record checked as in step 3.
+//     batch only. When the buffer has no room and other engine threads have appended too, E
+//     first waits a bounded while for another thread's drain (step(), a query, the mover) to
+//     empty it, trying to append again every few rounds and holding no lock; if no room comes,
+//     or E is the only engine thread, E takes M, drains (step 3) and appends again. A batch
+//     larger than a buffer is applied at once under M, each record checked as in step 3.
 //     While M is taken by a drain applied in parts, E helps apply it instead of waiting (so
 //     does a thread waiting for M in step()), and E also helps after an append that found such
 //     a drain under way (parallel_drain.cpp).
@@ -238,6 +241,11 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
     if (par.open.load(std::memory_order_relaxed)) help_drain();
     return true;
   }
+  // The shard is full. Where engine threads share the work, another thread's drain (step(), a
+  // query, the mover) is due soon and empties it: wait a while for that, helping any drain in
+  // parts, so that the records are applied by one thread rather than each thread applying the
+  // others' (whose state lines then cross between the cores).
+  if (wait_for_room(handles, attention, n)) return true;
   // M is taken: while a drain there has parts left, help apply it (parallel_drain.cpp) rather
   // than wait.
   std::unique_lock lk(mu, std::defer_lock);

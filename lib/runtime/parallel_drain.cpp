@@ -6,8 +6,8 @@
 // M: two threads record no faster than one applies. Here the waiting thread helps instead.
 //
 // The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
-// thread waiting for M, its shard full or in step() (lock_helping), or one that found a drain
-// open after its append):
+// thread waiting for room in its full shard (wait_for_room) or for M, its shard full or in
+// step() (lock_helping), or one that found a drain open after its append):
 //  1. [M held by D] D drains in parts only when more than one shard holds records, at least
 //     kMinRecords records wait, prefetching pays (many ids: the records miss the cache), and
 //     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as the serial
@@ -160,6 +160,22 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
       cpu_relax();
   }
   lk.lock();
+}
+
+bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept {
+  // With one engine thread, no other is likely to drain soon (the mover passes every 2 ms):
+  // drain here at once.
+  if (log.shards_in_use() < 2) return false;
+  constexpr unsigned kSpins = 1024;  // as lock_helping, and for the same reasons
+  for (unsigned i = 0; i < kSpins; ++i) {
+    if (help_drain()) continue;
+    if ((i & 3) == 3 && log.append(handles, attention, n)) return true;
+    if ((i & 7) == 7)
+      std::this_thread::yield();
+    else
+      cpu_relax();
+  }
+  return false;
 }
 
 bool Runtime::Impl::drain_in_parts() noexcept {

@@ -201,6 +201,10 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // bounded while before blocking, so that a drain opened just after this thread began to wait
   // still finds it.
   void lock_helping(std::unique_lock<std::mutex> &lk) noexcept;
+  // [no lock] With the caller's shard full and more than one engine thread: wait a bounded
+  // while for another thread's drain to make room, helping any drain in parts, and append; false
+  // (nothing appended) if no room came.
+  bool wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept;
   void apply_part(unsigned p) noexcept;
   void apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept;
   // [mu held] Runtime::reference after its checks (admission.cpp).
