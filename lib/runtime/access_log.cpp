@@ -14,11 +14,12 @@
 //  2. [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. A thread gets a shard at its first access (round robin over
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
-//     batch only. When the buffer has no room and other engine threads have appended too, E
-//     first waits a bounded while for another thread's drain (step(), a query, the mover) to
-//     empty it, trying to append again every few rounds and holding no lock; if no room comes,
-//     or E is the only engine thread, E takes M, drains (step 3) and appends again. A batch
-//     larger than a buffer is applied at once under M, each record checked as in step 3.
+//     batch only. When the buffer has no room and more than one shard has been used (other
+//     engine threads record, or did), E first waits a bounded while for another thread's drain
+//     (step(), a query, the mover) to empty it, trying to append again every few rounds and
+//     holding no lock; if no room comes, or E's is the only shard used, E takes M, drains
+//     (step 3) and appends again. A batch larger than a buffer is applied at once under M,
+//     each record checked as in step 3.
 //     While M is taken by a drain applied in parts, E helps apply it instead of waiting (so
 //     does a thread waiting for M in step()), and E also helps after an append that found such
 //     a drain under way (parallel_drain.cpp).
@@ -163,7 +164,7 @@ void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention
 }
 
 // Prefetch for a record kAhead places on: the store line first, then (once it has had time to
-// arrive) the index lines of the tier it names.
+// arrive) the index lines of the tier it names; with one tier, those without reading the line.
 void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
   if (id >= store->id_limit()) return;
   const StoreEntry &e = (*store)[id];
@@ -246,8 +247,7 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   // parts, so that the records are applied by one thread rather than each thread applying the
   // others' (whose state lines then cross between the cores).
   if (wait_for_room(handles, attention, n)) return true;
-  // M is taken: while a drain there has parts left, help apply it (parallel_drain.cpp) rather
-  // than wait.
+  // Drain here: take M, helping any drain in parts while it is taken (parallel_drain.cpp).
   std::unique_lock lk(mu, std::defer_lock);
   lock_helping(lk);
   drain_accesses();

@@ -19,12 +19,14 @@
 //  2. D resets the claim counters and sets `open` (seq_cst): everything step 1 wrote happens
 //     before a helper that sees `open` reads it.
 //  3. [D and any H, without M for H] Each claims parts one at a time (`claims`: D from the
-//     front, H from the back, one compare-and-swap each) and applies the claimed part's records as the serial drain would, except what other parts share: the
+//     front, H from the back, by a compare-and-swap loop on the one word) and applies the
+//     claimed part's records as the serial drain would, except what other parts share: the
 //     store line and the policy's own record of a block are written only by the thread that
 //     holds its part; counters, the lowest indexed score and which records need note_pending
 //     or a promotion go to the part's slot and the record itself. A part done counts `done`
 //     (release). H enters by incrementing `helpers` before it reads `open` and leaves by
-//     decrementing it (both seq_cst), and claims nothing once `open` is clear.
+//     decrementing it (both seq_cst), and claims nothing once `open` is clear (nor when a
+//     relaxed read of `open` before it entered found it clear: it then touches nothing).
 //  4. When no part is left to claim, D clears `open` (seq_cst) and waits until `done` is
 //     kParts and `helpers` is 0 (acquire). By the seq_cst order of steps 3 and 4, a helper
 //     either was counted in `helpers` before D read it (D waits for it) or reads `open` clear
@@ -128,6 +130,9 @@ unsigned Runtime::Impl::claim_parts(bool from_back) noexcept {
 }
 
 bool Runtime::Impl::help_drain() noexcept {
+  // No drain open: return without writing `helpers`, whose line the drainer reads, on every
+  // round of a spinning thread. Reading `open` clear here is step 3's "claims nothing".
+  if (!par.open.load(std::memory_order_relaxed)) return false;
   par.helpers.fetch_add(1, std::memory_order_seq_cst);
   unsigned helped = 0;
   if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts(true);
@@ -163,13 +168,19 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
 }
 
 bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept {
-  // With one engine thread, no other is likely to drain soon (the mover passes every 2 ms):
-  // drain here at once.
-  if (log.shards_in_use() < 2) return false;
-  constexpr unsigned kSpins = 1024;  // as lock_helping, and for the same reasons
+  // Only shards ever used say that other engine threads record (a thread that has stopped
+  // still counts); with one, no other is likely to drain soon (the mover passes every 2 ms), and
+  // a batch larger than a buffer never fits: drain here at once. The wait is shorter than
+  // lock_helping's: where engine threads meet at a barrier before one calls step(), the drain
+  // waited for cannot come, and all of the wait is lost.
+  if (n > AccessLog::kCapacity || log.shards_in_use() < 2) return false;
+  constexpr unsigned kSpins = 256;
   for (unsigned i = 0; i < kSpins; ++i) {
     if (help_drain()) continue;
-    if ((i & 3) == 3 && log.append(handles, attention, n)) return true;
+    if ((i & 3) == 3 && log.append(handles, attention, n)) {
+      help_drain();  // a drain opened meanwhile, as after any append
+      return true;
+    }
     if ((i & 7) == 7)
       std::this_thread::yield();
     else

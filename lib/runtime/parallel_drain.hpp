@@ -62,7 +62,7 @@ struct ParallelDrain {
   // lines its cache holds from the drains before.
   std::atomic<uint32_t> claims{0};
   std::atomic<unsigned> done{0};        // parts applied
-  std::atomic<unsigned> helpers{0};     // threads inside help() (step 3)
+  std::atomic<unsigned> helpers{0};     // threads inside help_drain() (step 3)
 
   uint64_t drains = 0;                      // drains applied in parts (runtime mutex)
   std::atomic<uint64_t> parts_helped{0};    // parts applied by a helper (tests read it)
