@@ -238,8 +238,8 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   }
   if (log.append(handles, attention, n)) {  // step 2
     // A drain under way in another thread goes faster with this one's help
-    // (parallel_drain.cpp); the flag read here is a hint, help_drain checks it properly.
-    if (par.open.load(std::memory_order_relaxed)) help_drain();
+    // (parallel_drain.cpp); with none open, help_drain returns at once.
+    help_drain();
     return true;
   }
   // The shard is full. Where engine threads share the work, another thread's drain (step(), a

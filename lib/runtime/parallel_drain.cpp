@@ -64,6 +64,15 @@ inline void cpu_relax() noexcept {
   asm volatile("yield");
 #endif
 }
+
+// One round of a bounded wait: a pause, and every 8th round the core for another thread (where
+// threads outnumber cores, the one the waiter waits for may need it).
+inline void wait_round(unsigned i) noexcept {
+  if ((i & 7) == 7)
+    std::this_thread::yield();
+  else
+    cpu_relax();
+}
 }  // namespace
 
 // Protocol step 3 for one record: apply_access and note_access, with what parts share kept in
@@ -159,10 +168,7 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
   for (unsigned i = 0; i < kSpins; ++i) {
     if (lk.try_lock()) return;
     if (help_drain()) continue;
-    if ((i & 7) == 7)
-      std::this_thread::yield();
-    else
-      cpu_relax();
+    wait_round(i);
   }
   lk.lock();
 }
@@ -181,10 +187,7 @@ bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attentio
       help_drain();  // a drain opened meanwhile, as after any append
       return true;
     }
-    if ((i & 7) == 7)
-      std::this_thread::yield();
-    else
-      cpu_relax();
+    wait_round(i);
   }
   return false;
 }
