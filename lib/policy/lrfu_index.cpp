@@ -338,12 +338,19 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
         }
         levels_.assign(levels.begin(), levels.end());
       } else {
+        const size_t share = std::max<size_t>(1, sample.size() / nbuckets_);
         for (unsigned k = 1; k < nbuckets_; ++k) {
           double q = sample[k * sample.size() / nbuckets_];
           if (q > e.back()) {
-            // A value shared by many blocks gets a bucket of its own: [q, next representable).
             e.push_back(q);
-            if (e.size() < nbuckets_) e.push_back(std::nextafter(q, 2.0));
+            // A value shared by at least a bucket's share of the sample gets a bucket of its own,
+            // [q, next representable), so that a bucket's lowest score bounds its other blocks
+            // tightly. Only then: a one-value bucket for every quantile of scores that rarely
+            // repeat would spend two edges a quantile, leaving the upper half of the scores in
+            // the last bucket.
+            const auto run = std::equal_range(sample.begin(), sample.end(), q);
+            if (static_cast<size_t>(run.second - run.first) >= share && e.size() < nbuckets_)
+              e.push_back(std::nextafter(q, 2.0));
           }
         }
       }
@@ -370,28 +377,49 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       ids_[id].bucket = b;
       ids_[id].pending = 0;
       ++live_in_bucket_[b];
-      heaps_[b].push_unordered(Entry{ids_[id].t, ids_[id].s, live_keys_[i], id, ids_[id].version});
+      // In recency order an entry no earlier than the last in its bucket's queue joins the
+      // queue, unsorted: after a step that accessed every block (an engine's decode step) nearly
+      // all do, and a queue orders a step's entries only when a search reaches them, where a
+      // heap would be ordered whole below.
+      const Entry e{ids_[id].t, ids_[id].s, live_keys_[i], id, ids_[id].version};
+      if (score_order_ || b == sat_index() || !queues_[b].push(e)) heaps_[b].push_unordered(e);
     }
     clear_pending();
+  } else {
+    // The queues' entries join their heaps, whose order the compaction restores in O(n) over
+    // all of a bucket's entries (dropping the stale ones); the queues then take the admissions
+    // that follow.
+    for (unsigned b = 0; b < nbuckets_; ++b) {
+      Queue &q = queues_[b];
+      for (size_t i = q.head(); i < q.end(); ++i) heaps_[b].push_unordered(q[i]);
+      q.clear();
+    }
   }
-  // The queues' entries join their heaps, whose order the compaction restores in O(n) over all
-  // of a bucket's entries; the queues then take the admissions that follow.
-  for (unsigned b = 0; b < nbuckets_; ++b) {
-    Queue &q = queues_[b];
-    for (size_t i = q.head(); i < q.end(); ++i) heaps_[b].push_unordered(q[i]);
-    q.clear();
-  }
+  // Every entry placed again above is of its block's current version: no stale check.
+  const bool all_current = move_edges || replace;
   total_entries_ = 0;
   for (unsigned b = 0; b < heaps_.size(); ++b) {
     Heap &h = heaps_[b];
-    h.compact([this](const Entry &e) { return !stale(e); });
+    if (all_current)
+      h.compact([](const Entry &) { return true; });
+    else
+      h.compact([this](const Entry &e) { return !stale(e); });
     total_entries_ += h.size();
     if (b == sat_index()) break;  // the saturated heap's bounds are its entries' own priorities
     double m = 2.0;
     for (size_t i = 0; i < h.size(); ++i) m = std::min(m, h[i].s);
+    if (!score_order_) {
+      const Queue &q = queues_[b];
+      total_entries_ += q.size();
+      for (size_t i = q.head(); i < q.end(); ++i) m = std::min(m, q[i].s);
+    }
     min_score_[b] = m;
-    refresh_root(b);
+    // The root and the kept bound here; each group once, below, rather than once a bucket.
+    const Entry *r = root_entry(b);
+    roots_[b] = r == nullptr ? Root{0, 0.0, true} : Root{r->t, r->s, false};
+    drop_kept_bound(b);
   }
+  for (unsigned g = 0; g < groups_.size(); ++g) refresh_group(g);
   ops_since_rebuild_ = 0;
   ++stats_.compactions;
 }
