@@ -109,14 +109,14 @@ ScoreStore::ForgetKey ScoreStore::forget_key(const StoreEntry &e) const noexcept
     case PolicyKind::lfu: v = static_cast<double>(e.st.accesses); break;
     default: v = static_cast<double>(e.st.tick); break;
   }
-  return ForgetKey{v, e.st.last_access, e.key};
+  return ForgetKey{v, e.st.last_access};
 }
 
 void ScoreStore::fheap_sift_up(size_t i) noexcept {
   NodeId id = fheap_[i];
   while (i > 0) {
     size_t p = (i - 1) / 2;
-    if (!(fkey_[id] < fkey_[fheap_[p]])) break;
+    if (!forgets_before(id, fheap_[p])) break;
     fheap_[i] = fheap_[p];
     fpos_[fheap_[i]] = static_cast<uint32_t>(i);
     i = p;
@@ -131,8 +131,8 @@ void ScoreStore::fheap_sift_down(size_t i) noexcept {
   while (true) {
     size_t c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && fkey_[fheap_[c + 1]] < fkey_[fheap_[c]]) ++c;
-    if (!(fkey_[fheap_[c]] < fkey_[id])) break;
+    if (c + 1 < n && forgets_before(fheap_[c + 1], fheap_[c])) ++c;
+    if (!forgets_before(fheap_[c], id)) break;
     fheap_[i] = fheap_[c];
     fpos_[fheap_[i]] = static_cast<uint32_t>(i);
     i = c;
@@ -269,7 +269,7 @@ std::string ScoreStore::validate(uint8_t resident_flags) const {
   if (opt_.capacity) {
     if (fheap_.size() != nonres) err << "forget heap holds " << fheap_.size() << ", non-resident " << nonres << "; ";
     for (size_t i = 1; i < fheap_.size(); ++i)
-      if (fkey_[fheap_[i]] < fkey_[fheap_[(i - 1) / 2]]) err << "forget heap order violated at " << i << "; ";
+      if (forgets_before(fheap_[i], fheap_[(i - 1) / 2])) err << "forget heap order violated at " << i << "; ";
     if (size_ > opt_.capacity) err << "over capacity; ";
   }
   size_t slots = 0;

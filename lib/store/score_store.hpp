@@ -163,16 +163,21 @@ private:
     NodeId id;
     uint32_t tag;
   };
+  // What the forget order compares before the key, taken when a state enters the order (16
+  // bytes a state). The key, the last tie-break, is read from the entry: it does not change
+  // while the state is in the order (insert() sets it before, erase() and a forget take the
+  // state out first).
   struct ForgetKey {
     double value;     // lower is forgotten first
     uint64_t t;       // then the older last access
-    Key key;          // then the smaller key
-    bool operator<(const ForgetKey &o) const noexcept {
-      if (value != o.value) return value < o.value;
-      if (t != o.t) return t < o.t;
-      return key < o.key;
-    }
   };
+  // Whether state a is forgotten before state b: then the smaller key.
+  bool forgets_before(NodeId a, NodeId b) const noexcept {
+    const ForgetKey &ka = fkey_[a], &kb = fkey_[b];
+    if (ka.value != kb.value) return ka.value < kb.value;
+    if (ka.t != kb.t) return ka.t < kb.t;
+    return entries_[a].key < entries_[b].key;
+  }
 
   size_t home(const Key &k) const noexcept { return static_cast<size_t>(key_hash(k)) & mask_; }
   // The hash's low 32 bits: a slot's home is its tag's low bits (tables up to 2^32 slots), so

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <cstdio>
 #include <cstring>
@@ -172,6 +174,91 @@ TEST(ScoreStore, ForgetOrderLfuAndDecay) {
   dec.set_resident(y, true); dec[y].st = PolicyState{0.3, 20, 1, 2}; dec.set_resident(y, false);
   dec.insert(k(3), &f);
   EXPECT_EQ(f, x);  // 0.5 * 0.95^20 = 0.179 < 0.3
+}
+
+// The forget heap against a full scan: random inserts into a full store, states re-keyed,
+// made resident and not, erased, with scores, steps and counts drawn from a few values each so
+// that most comparisons tie down to the key. Every state forgotten must be the one a scan of
+// the non-resident states puts first in the documented order.
+TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
+  struct Kind {
+    PolicyKind by;
+    ScoreMode mode;
+  };
+  const Kind kinds[] = {{PolicyKind::lrfu, ScoreMode::touch}, {PolicyKind::lrfu, ScoreMode::decay},
+                        {PolicyKind::lfu, ScoreMode::touch}, {PolicyKind::lru, ScoreMode::touch}};
+  for (const Kind &kind : kinds) {
+    LrfuParams params;
+    params.mode = kind.mode;
+    constexpr uint64_t kCapacity = 48;
+    ScoreStore s(StoreOptions{kCapacity, kind.by, params});
+    std::mt19937_64 rng(static_cast<uint64_t>(kind.by) * 10 + static_cast<uint64_t>(kind.mode));
+    // What the order compares, as the header documents it.
+    auto value = [&](const PolicyState &st) {
+      switch (kind.by) {
+        case PolicyKind::lrfu:
+          if (kind.mode == ScoreMode::decay)
+            return st.score > 0 ? std::log(st.score) - static_cast<double>(st.last_access) * std::log1p(-params.alpha)
+                                : -std::numeric_limits<double>::infinity();
+          return st.score;
+        case PolicyKind::lfu: return static_cast<double>(st.accesses);
+        default: return static_cast<double>(st.tick);
+      }
+    };
+    auto first = [&]() {
+      NodeId best = kNoNode;
+      s.for_each([&](NodeId id, const StoreEntry &e) {
+        if (e.res.tier >= 0) return;
+        if (best == kNoNode) {
+          best = id;
+          return;
+        }
+        const StoreEntry &b = s[best];
+        const double va = value(e.st), vb = value(b.st);
+        if (va != vb ? va < vb : e.st.last_access != b.st.last_access ? e.st.last_access < b.st.last_access : e.key < b.key)
+          best = id;
+      });
+      return best;
+    };
+    std::vector<NodeId> ids;
+    uint64_t next_key = 1, forgets = 0;
+    for (int round = 0; round < 20000; ++round) {
+      const unsigned op = static_cast<unsigned>(rng() % 10);
+      if (op < 4 || ids.empty()) {  // insert; into a full store, one state is forgotten
+        const NodeId expect = s.size() >= kCapacity ? first() : kNoNode;
+        if (s.size() >= kCapacity && expect == kNoNode) continue;  // full of resident states
+        NodeId forgotten = kNoNode;
+        // Keys from a small space too: many share their high word.
+        const NodeId id = s.insert(Key{rng() % 3, next_key++}, &forgotten);
+        ASSERT_EQ(forgotten, expect) << "round " << round;
+        if (forgotten != kNoNode) {
+          ++forgets;
+          std::erase(ids, forgotten);
+        }
+        ids.push_back(id);
+      } else {
+        const NodeId id = ids[rng() % ids.size()];
+        StoreEntry &e = s[id];
+        if (op < 8) {  // a new state, resident or not (re-keyed: out of the order, then back)
+          s.set_resident(id, true);
+          e.st.score = static_cast<double>(rng() % 4) / 4.0;
+          e.st.last_access = rng() % 3;
+          e.st.accesses = rng() % 3;
+          e.st.tick = rng() % 5;
+          e.res.tier = rng() % 3 == 0 ? 0 : -1;
+          if (e.res.tier < 0) s.set_resident(id, false);
+        } else if (e.res.tier < 0) {  // erase a non-resident state
+          s.erase(id);
+          std::erase(ids, id);
+        }
+      }
+      if (round % 512 == 0) {
+        ASSERT_EQ(s.validate(), "") << "round " << round;
+      }
+    }
+    EXPECT_GT(forgets, 2000u);
+    EXPECT_EQ(s.validate(), "");
+  }
 }
 
 TEST(ScoreStore, CheckpointRoundTrip) {
