@@ -438,7 +438,7 @@ private:
 std::unique_ptr<EvictionPolicy> make_policy(const PolicyConfig &cfg) {
   switch (cfg.kind) {
     case PolicyKind::lrfu: {
-      auto p = std::make_unique<LrfuIndex>(cfg.lrfu, cfg.index_buckets, cfg.audit);
+      auto p = std::make_unique<LrfuIndex>(cfg.lrfu, cfg.index_buckets, cfg.audit, cfg.lrfu_records);
       p->set_huge_pages(cfg.huge_pages);
       return p;
     }

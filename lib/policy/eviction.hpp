@@ -26,6 +26,8 @@
 
 namespace cxltier {
 
+class LrfuIdRecords;
+
 using NodeId = uint32_t;
 constexpr NodeId kNoNode = 0xffffffffu;
 
@@ -57,6 +59,9 @@ struct PolicyConfig {
   unsigned index_buckets = 256;  // LRFU index score buckets
   bool audit = false;            // LRFU: check every victim against the brute-force scan (debug)
   bool huge_pages = true;        // LRFU: its per-id records ask for huge pages
+  // LRFU: per-id records shared with the other tiers' indexes (a block is live in one tier at
+  // a time: lrfu_id_records.hpp); null, records of its own.
+  std::shared_ptr<LrfuIdRecords> lrfu_records;
 };
 
 class EvictionPolicy {

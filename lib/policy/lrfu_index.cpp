@@ -19,11 +19,13 @@ namespace {
 bool is_pow2(unsigned v) { return v != 0 && (v & (v - 1)) == 0; }
 }  // namespace
 
-LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit)
+LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std::shared_ptr<LrfuIdRecords> shared)
     : params_(params),
       nbuckets_(buckets),
       score_order_(params.mode == ScoreMode::touch && params.beta == 0.0),
-      audit_(audit) {
+      audit_(audit),
+      records_(shared ? std::move(shared) : std::make_shared<LrfuIdRecords>()),
+      tag_(records_->attach(&ids_)) {
   params_.validate();
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
@@ -123,15 +125,16 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 }
 
 void LrfuIndex::reserve_ids(size_t n) {
-  if (n <= ids_.size()) return;
-  ids_.resize(n, PerId{0.0, 0, 0, kNoBucket, 0, 0});
+  if (n <= reserved_ids_) return;
+  if (n > ids_.size()) records_->resize(n, PerId{0.0, 0, 0, kNoBucket, 0, 0, 0});  // the first of the sharing tiers
   live_.reserve(n);
   live_keys_.reserve(n);
   pending_.reserve(n);
+  reserved_ids_ = n;
 }
 
 void LrfuIndex::plan_ids(size_t n) {
-  ids_.reserve(n);
+  records_->reserve(n);
   live_.reserve(n);
   live_keys_.reserve(n);
   pending_.reserve(n);
@@ -146,8 +149,9 @@ bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, 
 
 void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size());
-  cxlt_assert(ids_[id].bucket == kNoBucket);
+  cxlt_assert(ids_[id].bucket == kNoBucket);  // live in no tier's index
   uint32_t v = ++ids_[id].version;
+  ids_[id].owner = tag_;
   unsigned b = bucket_of(st.score);
   note_level(b, st.score);
   ids_[id].s = st.score;
@@ -162,7 +166,7 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
 }
 
 void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   ++ids_[id].version;
   ids_[id].pending = 0;  // its place in pending_ is skipped
   --live_in_bucket_[ids_[id].bucket];
@@ -240,7 +244,9 @@ void LrfuIndex::flush_pending() {
   size_t pushed = 0;
   for (NodeId id : pending_) {
     PerId &r = ids_[id];
-    if (r.pending == 0) continue;  // erased since, or placed again by a rebuild
+    // Erased since, or placed again by a rebuild; or erased, and pending in another tier's
+    // index now (the records are shared).
+    if (r.pending == 0 || r.owner != tag_) continue;
     r.pending = 0;
     const unsigned b = bucket_of(r.s);
     note_level(b, r.s);

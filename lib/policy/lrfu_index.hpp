@@ -66,25 +66,31 @@
 #include "lib/core/pod_vector.hpp"
 #include "lib/policy/eviction.hpp"
 #include "lib/policy/lazy_heap.hpp"
+#include "lib/policy/lrfu_id_records.hpp"
 #include "lib/policy/run_queue.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace cxltier {
 
 class LrfuIndex final : public EvictionPolicy {
 public:
-  LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit);
+  // `shared`: the per-id records of a runtime's other tiers (lrfu_id_records.hpp); null: its own.
+  LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std::shared_ptr<LrfuIdRecords> shared = nullptr);
+  ~LrfuIndex() override { records_->detach(&ids_); }
+  LrfuIndex(const LrfuIndex &) = delete;
+  LrfuIndex &operator=(const LrfuIndex &) = delete;
 
   const char *name() const noexcept override { return "lrfu"; }
   void reserve_ids(size_t n) override;
   void plan_ids(size_t n) override;
   // Whether the per-id records ask for huge pages as they grow (by default they do).
   void set_huge_pages(bool on) noexcept {
-    ids_.set_huge_pages(on);
+    records_->set_huge_pages(on);
     live_keys_.set_huge_pages(on);
   }
   void insert(NodeId id, const Key &key, const PolicyState &st) noexcept override;
@@ -352,22 +358,15 @@ private:
   size_t total_entries_ = 0;
   size_t examined_since_rebuild_ = 0;  // entries victim searches examined since the last rebuild
 
-  // Per id, in one record so that an access touches one cache line (32 bytes, and the array
-  // starts on a line, so a record never straddles two): current state (the auditor reads it),
-  // version, bucket (of its latest entry; a pending block's entry is stale, and it is still
-  // counted there), place in live_, and whether it is pending (in pending_, without a live
-  // entry). The key, needed only when an entry is made and by the auditor, is in live_keys_ at
-  // the same place as the id in live_: kept for the live blocks only, not for every id.
-  struct PerId {
-    double s;
-    uint64_t t;
-    uint32_t version;
-    uint32_t bucket;
-    uint32_t live_pos;
-    uint32_t pending;
-  };
-  static_assert(sizeof(PerId) == 32 && PodVector<PerId>::kAlign % sizeof(PerId) == 0);
-  PodVector<PerId> ids_;
+  // The per-id records (lrfu_id_records.hpp), shared with the other tiers' indexes of a
+  // runtime or this index's own. The key, needed only when an entry is made and by the
+  // auditor, is in live_keys_ at the same place as the id in live_: kept for the live blocks
+  // only, not for every id.
+  using PerId = LrfuIdRecord;
+  std::shared_ptr<LrfuIdRecords> records_;
+  LrfuIdView ids_;        // records_'s array, kept current by it (attach)
+  const uint16_t tag_;    // this index's owner tag in the records
+  size_t reserved_ids_ = 0;  // reserve_ids() made room in this index's lists for ids below this
   std::vector<NodeId> live_;
   PodVector<Key> live_keys_;  // the key of live_[i] at i
   const Key &key_of(NodeId id) const noexcept { return live_keys_[ids_[id].live_pos]; }

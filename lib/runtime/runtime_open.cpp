@@ -2,6 +2,7 @@
 // Opening and closing a runtime: the configured tiers resolved against the topology, one
 // backend, pool and policy index per tier, the score store (and its checkpoint), the threads.
 #include "lib/memory/choose.hpp"
+#include "lib/policy/lrfu_id_records.hpp"
 #include "lib/runtime/runtime_impl.hpp"
 #include "lib/runtime/test_access.hpp"
 
@@ -116,6 +117,8 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     }
   }
   size_t null_tiers = 0;
+  // The tiers' LRFU indexes share one record per id: a block is in one tier's index at a time.
+  auto lrfu_records = std::make_shared<LrfuIdRecords>();
   for (size_t i = 0; i < wanted.size(); ++i) {
     const TierConfig &tc = wanted[i];
     const TierDesc *desc = match_tier(m->topo, tc, i);
@@ -195,6 +198,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     pol.index_buckets = cfg.index_buckets;
     pol.audit = cfg.audit;
     pol.huge_pages = cfg.state_huge_pages;
+    pol.lrfu_records = lrfu_records;
     t.policy = make_policy(pol);
     m->tiers.push_back(std::move(t));
   }

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -525,4 +527,85 @@ TEST(LrfuIndex, EdgesSpreadScoresThatRarelyRepeat) {
   // Edges that fit are not moved again while the distribution holds (those that did not fit
   // were moved at every fourth rebuild, 16 times here).
   EXPECT_LE(idx.stats().edge_moves - moves, 2u);
+}
+
+// The tiers of a runtime share one per-id record array (lrfu_id_records.hpp). Blocks move down
+// a cascade of three tiers' indexes and back up, are accessed whole or split, and leave; each
+// index must keep choosing what a full scan of its own blocks chooses, and none may act on a
+// record another index owns (the places left in its pending list included).
+TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
+  for (bool split : {false, true}) {
+    std::mt19937_64 rng(split ? 21 : 22);
+    const LrfuParams params{0.1, 0.01, ScoreMode::touch};
+    auto shared = std::make_shared<LrfuIdRecords>();
+    constexpr int kTiers = 3;
+    const size_t capacity[kTiers] = {24, 48, 96};
+    std::vector<std::unique_ptr<LrfuIndex>> tiers;
+    for (int t = 0; t < kTiers; ++t) tiers.push_back(std::make_unique<LrfuIndex>(params, 16, false, shared));
+    constexpr NodeId kIds = 400;
+    for (auto &t : tiers) t->reserve_ids(kIds);
+    std::vector<PolicyState> st(kIds);
+    std::vector<int> where(kIds, -1);
+    std::vector<size_t> count(kTiers, 0);
+    uint64_t now = 1;
+    auto put = [&](NodeId id, int t) {
+      tiers[t]->insert(id, Key{0, id}, st[id]);
+      where[id] = t;
+      ++count[t];
+    };
+    auto take = [&](NodeId id) {
+      tiers[where[id]]->erase(id, EraseReason::moved);
+      --count[where[id]];
+      where[id] = -1;
+    };
+    // Room in tier t: its victim goes one tier down (out at the last), checked against a scan.
+    std::function<void(int)> make_room = [&](int t) {
+      if (count[t] < capacity[t]) return;
+      const NodeId v = tiers[t]->victim(now, Eligible::all());
+      ASSERT_EQ(v, tiers[t]->victim_bruteforce(now, Eligible::all())) << "tier " << t;
+      take(v);
+      if (t + 1 < kTiers) {
+        make_room(t + 1);
+        put(v, t + 1);
+      }
+    };
+    for (int round = 0; round < 20000; ++round) {
+      const NodeId id = static_cast<NodeId>(rng() % kIds);
+      const unsigned op = static_cast<unsigned>(rng() % 8);
+      if (where[id] < 0) {  // admitted to the first tier
+        make_room(0);
+        st[id].last_access = now;
+        put(id, 0);
+      } else if (op < 5) {  // accessed where it is
+        st[id].score = lrfu_access(st[id].score, now - st[id].last_access, static_cast<float>(rng() % 100) / 100.0f, params);
+        st[id].last_access = now;
+        LrfuIndex &ix = *tiers[where[id]];
+        if (split) {
+          ix.prepare_access_own(1);
+          if (ix.access_own(id, st[id])) ix.note_pending(id);
+          ix.note_pending_bound(st[id].score, st[id].last_access);
+        } else {
+          ix.access(id, st[id]);
+        }
+      } else if (op < 7 && where[id] > 0) {  // promoted one tier up
+        const int up = where[id] - 1;
+        take(id);
+        make_room(up);
+        put(id, up);
+      } else if (op == 7) {  // released
+        take(id);
+      }
+      now += rng() % 4 == 0 ? 1 : 0;
+      if (rng() % 32 == 0)
+        for (int t = 0; t < kTiers; ++t) {
+          ASSERT_EQ(tiers[t]->victim(now, Eligible::all()), tiers[t]->victim_bruteforce(now, Eligible::all()))
+              << "tier " << t << ", round " << round;
+          ASSERT_EQ(tiers[t]->validate(), "") << "tier " << t << ", round " << round;
+        }
+    }
+    for (int t = 0; t < kTiers; ++t) {
+      EXPECT_EQ(tiers[t]->size(), count[t]);
+      EXPECT_EQ(tiers[t]->validate(), "") << (split ? "split" : "whole");
+    }
+  }
 }
