@@ -24,8 +24,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std
       nbuckets_(buckets),
       score_order_(params.mode == ScoreMode::touch && params.beta == 0.0),
       audit_(audit),
-      records_(shared ? std::move(shared) : std::make_shared<LrfuIdRecords>()),
-      tag_(records_->attach(&ids_)) {
+      records_(shared ? std::move(shared) : std::make_shared<LrfuIdRecords>()) {
   params_.validate();
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
@@ -85,6 +84,9 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std
     if (recency_table_[d] < recency_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
   for (size_t d = 1; d < decay_table_.size(); ++d)
     if (decay_table_[d] > decay_table_[d - 1]) exact_bound_steps_ = std::min(exact_bound_steps_, d - 1);
+  // Last: from here on the records keep ids_ current, and a constructor that threw before
+  // this left them nothing to update (no destructor runs to detach it).
+  tag_ = records_->attach(&ids_);
 }
 
 // A score outside every one-value bucket while the edges follow levels: remembered, and the
@@ -181,7 +183,7 @@ void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
 }
 
 void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];
   // One place per id within the capacity reserve_ids/plan_ids gave the list; an id erased and
   // accessed again before a search takes a second one, and a full list is flushed rather than
@@ -208,7 +210,7 @@ void LrfuIndex::prepare_access_own(size_t n) noexcept {
 }
 
 bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket);
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];
   ++r.version;
   r.s = st.score;
@@ -222,6 +224,7 @@ void LrfuIndex::note_pending(NodeId id) noexcept {
   // prepare_access_own made room; were the list full all the same, a flush gives every block
   // pending so far its entry, and this one joins the list after it.
   if (pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
+  cxlt_assert(ids_[id].owner == tag_);
   if (ids_[id].pending == 0) return;  // a rebuild in that flush placed it
   pending_.push_back(id);
 }

@@ -45,9 +45,11 @@
 // Updates are lazy, in two ways. An access records the block's new state in its per-id record,
 // makes its heap entry stale (version check) and, the first time since it was last indexed,
 // notes the block as pending, keeping the lowest score and oldest step of any pending block. A
-// victim search searches the indexed blocks first; only when the pending blocks' bound (the
-// priority at that score and step) is not below the victim found are they given their entries
-// (a push each, or one rebuild when most blocks are pending) and the search run again. So an
+// victim search searches the indexed blocks first (unless 7/8 or more of the live blocks are
+// pending: then one rebuild gives them their entries before it); only when the pending blocks'
+// bound (the priority at that score and step) is not below the victim found are they given
+// their entries (a push each, or one rebuild when most blocks are pending) and the search run
+// again. So an
 // access is O(1) with no heap work, a block accessed many times between searches costs at most
 // one entry, and recently accessed blocks, which a search for the longest-waiting block rarely
 // needs, often cost none. Stale entries still bound their subtrees correctly and are dropped at
@@ -365,7 +367,7 @@ private:
   using PerId = LrfuIdRecord;
   std::shared_ptr<LrfuIdRecords> records_;
   LrfuIdView ids_;        // records_'s array, kept current by it (attach)
-  const uint16_t tag_;    // this index's owner tag in the records
+  uint16_t tag_ = 0;      // this index's owner tag in the records (set once, by attach)
   size_t reserved_ids_ = 0;  // reserve_ids() made room in this index's lists for ids below this
   std::vector<NodeId> live_;
   PodVector<Key> live_keys_;  // the key of live_[i] at i

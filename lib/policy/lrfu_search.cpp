@@ -139,14 +139,16 @@ double LrfuIndex::pending_bound(uint64_t now) const noexcept {
 // recently, so in a search for the block that has waited longest they rarely can, and then
 // they stay pending (an access that is never needed by a search costs no heap work at all).
 NodeId LrfuIndex::search(uint64_t now, Eligible eligible) noexcept {
-  // The bound is taken first: a rebuild during the search indexes the pending blocks, and then
-  // the search may have chosen before they were in the heaps.
   // When nearly every live block is pending (7/8 or more: a step that accessed every resident
   // block, as an engine's decode step does), their entries are made first, by the one rebuild
   // flush_pending() makes then: a search of the indexed blocks would read mostly stale entries,
   // dropping them bucket by bucket, and then rebuild all the same. Below that, the blocks not
   // accessed since their entries were made usually hold the victim, and pending ones wait.
+  // (The list counts places left by blocks erased since, too: a rebuild a little early, still
+  // at most one per 7/8 of the live blocks' worth of places.)
   if (!pending_.empty() && 8 * pending_.size() >= 7 * live_.size()) flush_pending();
+  // The bound is taken before the search: a rebuild during it indexes the pending blocks, and
+  // then the search may have chosen before they were in the heaps.
   const bool had_pending = !pending_.empty();
   const double bound = had_pending ? pending_bound(now) : kNegInf;
   double best_p = 0.0;
