@@ -423,10 +423,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       for (size_t i = q.head(); i < q.end(); ++i) m = std::min(m, q[i].s);
     }
     min_score_[b] = m;
-    // The root and the kept bound here; each group once, below, rather than once a bucket.
-    const Entry *r = root_entry(b);
-    roots_[b] = r == nullptr ? Root{0, 0.0, true} : Root{r->t, r->s, false};
-    drop_kept_bound(b);
+    set_root(b);  // each group once, below, rather than once a bucket
   }
   for (unsigned g = 0; g < groups_.size(); ++g) refresh_group(g);
   ops_since_rebuild_ = 0;

@@ -49,10 +49,9 @@
 // pending: then one rebuild gives them their entries before it); only when the pending blocks'
 // bound (the priority at that score and step) is not below the victim found are they given
 // their entries (a push each, or one rebuild when most blocks are pending) and the search run
-// again. So an
-// access is O(1) with no heap work, a block accessed many times between searches costs at most
-// one entry, and recently accessed blocks, which a search for the longest-waiting block rarely
-// needs, often cost none. Stale entries still bound their subtrees correctly and are dropped at
+// again. So an access is O(1) with no heap work, a block accessed many times between
+// searches costs at most one entry, and recently accessed blocks, which a search for the
+// longest-waiting block rarely needs, often cost none. Stale entries still bound their subtrees correctly and are dropped at
 // the root and by a compaction when they outnumber the live ones; a stale entry a victim search
 // visits is removed after that search (O(log n)), so no search walks it twice (one in a queue
 // waits until it reaches the front, as what is before it is read first). Insert is O(1)
@@ -229,10 +228,14 @@ private:
     bool empty;
   };
   void refresh_root(unsigned b) noexcept {
+    set_root(b);
+    refresh_group(b / kGroupBuckets);
+  }
+  // The same without the group (a rebuild refreshes each group once, after all its buckets).
+  void set_root(unsigned b) noexcept {
     const Entry *r = root_entry(b);
     roots_[b] = r == nullptr ? Root{0, 0.0, true} : Root{r->t, r->s, false};
     drop_kept_bound(b);
-    refresh_group(b / kGroupBuckets);
   }
   // The entry of bucket b with the oldest step (lowest score in score order), heap or queue;
   // null when the bucket has none.
