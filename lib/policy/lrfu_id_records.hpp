@@ -1,12 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // The LRFU index's per-id records, one array for every tier of a runtime. A block is live in
 // at most one tier's index at a time (the runtime takes it out of one before it puts it in
-// another), so the tiers' indexes share one record per id instead of keeping one each: 32
+// another), so the tiers' indexes share one record per id instead of keeping one each: 16
 // bytes an id whatever the number of tiers. The record names the index that owns it; the
 // others read it only through heap entries, whose version it outdates (every insert, erase
 // and access bumps the version, so an entry made by one index never matches a record another
 // has written since), and through places left in their pending lists, which they skip unless
 // they own the record.
+//
+// An id's score and last access (what an index orders it by) are either kept here, beside the
+// records (the default: an index on its own), or read from where their owner keeps them (the
+// runtime: its score store's entries, which hold the same two values, so that they are not
+// kept twice). Then the owner writes them before it tells the index of an insert or an access,
+// changes them only while the id is live in no index or with the index told, and republishes
+// their address whenever its array moves (external_states).
 //
 // Not thread-safe beyond what the indexes promise: records of different ids may be written
 // at once (the runtime's drain applied in parts); growth only while no index is in use.
@@ -16,36 +23,58 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace cxltier {
 
-// Per id, in one record so that an access touches one cache line (32 bytes, and the array
-// starts on a line, so a record never straddles two): current state (the auditor reads it),
-// version, bucket in the owner's index (of its latest entry; a pending block's entry is
-// stale, and it is still counted there), place in the owner's live list, whether it is pending
-// (in the owner's pending list, without a live entry), and the owner.
+// Per id, in 16 bytes (the array starts on a line, so a record never straddles two): version,
+// bucket in the owner's index (of its latest entry; a pending block's entry is stale, and it
+// is still counted there), place in the owner's live list, whether it is pending (in the
+// owner's pending list, without a live entry), and the owner.
 struct LrfuIdRecord {
-  double s;
-  uint64_t t;
   uint32_t version;
   uint32_t bucket;
   uint32_t live_pos;
   uint16_t pending;
   uint16_t owner;  // the tag of the index that last inserted the id (0: none yet)
 };
-static_assert(sizeof(LrfuIdRecord) == 32 && PodVector<LrfuIdRecord>::kAlign % sizeof(LrfuIdRecord) == 0);
+static_assert(sizeof(LrfuIdRecord) == 16 && PodVector<LrfuIdRecord>::kAlign % sizeof(LrfuIdRecord) == 0);
 
-// A sharing index's copy of the array's address and size: an access reads a record through
+// An id's score at its last access and that access's step, as an index orders it.
+struct LrfuStateAt {
+  double s;
+  uint64_t t;
+};
+static_assert(sizeof(LrfuStateAt) == 16);
+
+// A sharing index's copy of the arrays' addresses and size: an access reads a record through
 // it, one load fewer than through the shared object, and every growth updates all copies.
 struct LrfuIdView {
   LrfuIdRecord *data = nullptr;
   size_t n = 0;
+  // Id i's score is the double at states + i * stride, its last access the uint64_t 8 bytes
+  // on. own_states is the same array when the records keep them (the index writes them), and
+  // null when their owner does.
+  const unsigned char *states = nullptr;
+  size_t stride = sizeof(LrfuStateAt);
+  LrfuStateAt *own_states = nullptr;
+
   LrfuIdRecord &operator[](size_t i) const noexcept { return data[i]; }
   size_t size() const noexcept { return n; }
+  double s(size_t i) const noexcept {
+    double v;
+    std::memcpy(&v, states + i * stride, sizeof v);
+    return v;
+  }
+  uint64_t t(size_t i) const noexcept {
+    uint64_t v;
+    std::memcpy(&v, states + i * stride + sizeof(double), sizeof v);
+    return v;
+  }
 };
 
-// The array, and the views of the indexes that share it.
+// The arrays, and the views of the indexes that share them.
 class LrfuIdRecords {
 public:
   LrfuIdRecords() = default;
@@ -53,30 +82,62 @@ public:
   LrfuIdRecords &operator=(const LrfuIdRecords &) = delete;
 
   size_t size() const noexcept { return ids_.size(); }
-  // Ids below n get a record (fresh ones copy `fill`); may allocate.
+  // Ids below n get a record (fresh ones copy `fill`, with a zero state where the records keep
+  // the states); may allocate.
   void resize(size_t n, const LrfuIdRecord &fill) {
+    if (!external_) states_.resize(n, LrfuStateAt{0.0, 0});
     ids_.resize(n, fill);
     publish();
   }
   void reserve(size_t n) {
+    if (!external_) states_.reserve(n);
     ids_.reserve(n);
     publish();
   }
-  void set_huge_pages(bool on) noexcept { ids_.set_huge_pages(on); }
+  void set_huge_pages(bool on) noexcept {
+    ids_.set_huge_pages(on);
+    states_.set_huge_pages(on);
+  }
+  // From now on, id i's score is the double at first + i * stride and its last access the
+  // uint64_t after it, kept by the caller (see the top of this file); call again whenever that
+  // array moves, before an index reads a state. The records' own states are freed.
+  void external_states(const double *first, size_t stride) noexcept {
+    external_ = true;
+    states_ = PodVector<LrfuStateAt>();
+    ext_first_ = reinterpret_cast<const unsigned char *>(first);
+    ext_stride_ = stride;
+    publish();
+  }
   // An index keeps *view current from now on, until it detaches; returns its owner tag (1, 2,
   // ...).
   uint16_t attach(LrfuIdView *view) {
     views_.push_back(view);
-    *view = LrfuIdView{ids_.data(), ids_.size()};
+    *view = current();
     return ++tags_;
   }
   void detach(LrfuIdView *view) noexcept { std::erase(views_, view); }
 
 private:
+  LrfuIdView current() noexcept {
+    LrfuIdView v{ids_.data(), ids_.size()};
+    if (external_) {
+      v.states = ext_first_;
+      v.stride = ext_stride_;
+    } else {
+      v.states = reinterpret_cast<const unsigned char *>(states_.data());
+      v.own_states = states_.data();
+    }
+    return v;
+  }
   void publish() noexcept {
-    for (LrfuIdView *v : views_) *v = LrfuIdView{ids_.data(), ids_.size()};
+    const LrfuIdView v = current();
+    for (LrfuIdView *p : views_) *p = v;
   }
   PodVector<LrfuIdRecord> ids_;
+  PodVector<LrfuStateAt> states_;  // while the records keep the states
+  bool external_ = false;
+  const unsigned char *ext_first_ = nullptr;
+  size_t ext_stride_ = 0;
   std::vector<LrfuIdView *> views_;
   uint16_t tags_ = 0;
 };

@@ -128,7 +128,7 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 
 void LrfuIndex::reserve_ids(size_t n) {
   if (n <= reserved_ids_) return;
-  if (n > ids_.size()) records_->resize(n, PerId{0.0, 0, 0, kNoBucket, 0, 0, 0});  // the first of the sharing tiers
+  if (n > ids_.size()) records_->resize(n, PerId{0, kNoBucket, 0, 0, 0});  // the first of the sharing tiers
   live_.reserve(n);
   live_keys_.reserve(n);
   pending_.reserve(n);
@@ -156,8 +156,7 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
   ids_[id].owner = tag_;
   unsigned b = bucket_of(st.score);
   note_level(b, st.score);
-  ids_[id].s = st.score;
-  ids_[id].t = st.last_access;
+  set_state(id, st);
   ids_[id].bucket = b;
   ids_[id].live_pos = static_cast<uint32_t>(live_.size());
   live_.push_back(id);
@@ -192,8 +191,7 @@ void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   // the list afresh and sets the bounds the flush cleared.
   if (r.pending == 0 && pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
   ++r.version;  // its entry is stale from here; flush_pending() gives it a new one
-  r.s = st.score;
-  r.t = st.last_access;
+  set_state(id, st);
   pending_min_s_ = std::min(pending_min_s_, st.score);
   pending_min_t_ = std::min(pending_min_t_, st.last_access);
   if (r.pending == 0) {
@@ -213,8 +211,7 @@ bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];
   ++r.version;
-  r.s = st.score;
-  r.t = st.last_access;
+  set_state(id, st);
   if (r.pending != 0) return false;
   r.pending = 1;
   return true;
@@ -251,12 +248,13 @@ void LrfuIndex::flush_pending() {
     // index now (the records are shared).
     if (r.pending == 0 || r.owner != tag_) continue;
     r.pending = 0;
-    const unsigned b = bucket_of(r.s);
-    note_level(b, r.s);
+    const double s = ids_.s(id);
+    const unsigned b = bucket_of(s);
+    note_level(b, s);
     --live_in_bucket_[r.bucket];
     ++live_in_bucket_[b];
     r.bucket = b;
-    push_entry(b, Entry{r.t, r.s, live_keys_[r.live_pos], id, r.version});
+    push_entry(b, Entry{ids_.t(id), s, live_keys_[r.live_pos], id, r.version});
     ++pushed;
   }
   clear_pending();
@@ -322,7 +320,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     sample.reserve(live_.size() / stride + 1);
     // The buckets hold the blocks that are not saturated: their scores place the edges.
     for (size_t i = 0; i < live_.size(); i += stride)
-      if (!saturated_at(ids_[live_[i]].t, sat_now_)) sample.push_back(ids_[live_[i]].s);
+      if (!saturated_at(ids_.t(live_[i]), sat_now_)) sample.push_back(ids_.s(live_[i]));
     std::sort(sample.begin(), sample.end());
     // Few distinct scores (an access without attention counts 1.0, so scores are the levels
     // 1 - (1-alpha)^k): each gets a bucket of its own, [v, next representable). A bucket that
@@ -381,8 +379,10 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     std::fill(live_in_bucket_.begin(), live_in_bucket_.end(), 0);
     for (size_t i = 0; i < live_.size(); ++i) {
       const NodeId id = live_[i];
-      const unsigned b = saturated_at(ids_[id].t, sat_now_) ? sat_index() : bucket_of(ids_[id].s);
-      if (b != sat_index() && ids_[id].pending) note_level(b, ids_[id].s);  // as flush_pending() would
+      const double s = ids_.s(id);
+      const uint64_t t = ids_.t(id);
+      const unsigned b = saturated_at(t, sat_now_) ? sat_index() : bucket_of(s);
+      if (b != sat_index() && ids_[id].pending) note_level(b, s);  // as flush_pending() would
       ids_[id].bucket = b;
       ids_[id].pending = 0;
       ++live_in_bucket_[b];
@@ -390,7 +390,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       // queue, unsorted: after a step that accessed every block (an engine's decode step) nearly
       // all do, and a queue orders a step's entries only when a search reaches them, where a
       // heap would be ordered whole below.
-      const Entry e{ids_[id].t, ids_[id].s, live_keys_[i], id, ids_[id].version};
+      const Entry e{t, s, live_keys_[i], id, ids_[id].version};
       if (score_order_ || b == sat_index() || !queues_[b].push(e)) heaps_[b].push_unordered(e);
     }
     clear_pending();

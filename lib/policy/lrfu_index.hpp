@@ -375,6 +375,12 @@ private:
   std::vector<NodeId> live_;
   PodVector<Key> live_keys_;  // the key of live_[i] at i
   const Key &key_of(NodeId id) const noexcept { return live_keys_[ids_[id].live_pos]; }
+  // An insert's or access's state, where the records keep the states (else their owner wrote
+  // it already: ids_.s(id) == st.score and ids_.t(id) == st.last_access).
+  void set_state(NodeId id, const PolicyState &st) noexcept {
+    if (ids_.own_states != nullptr) ids_.own_states[id] = LrfuStateAt{st.score, st.last_access};
+    cxlt_assert_internal(ids_.s(id) == st.score && ids_.t(id) == st.last_access);
+  }
   std::vector<NodeId> pending_;  // live blocks accessed since they were last indexed, each once
   // The lowest score and oldest access any pending block had since the list was last emptied.
   double pending_min_s_ = std::numeric_limits<double>::infinity();

@@ -13,9 +13,9 @@ NodeId LrfuIndex::victim_bruteforce(uint64_t now, Eligible eligible) const noexc
   double best_p = 0;
   for (NodeId id : live_) {
     if (!eligible(id)) continue;
-    double p = prio(ids_[id].s, ids_[id].t, now);
+    double p = prio(ids_.s(id), ids_.t(id), now);
     if (best == kNoNode ||
-        evicts_before(p, ids_[id].t, ids_[id].s, key_of(id), best_p, ids_[best].t, ids_[best].s, key_of(best))) {
+        evicts_before(p, ids_.t(id), ids_.s(id), key_of(id), best_p, ids_.t(best), ids_.s(best), key_of(best))) {
       best = id;
       best_p = p;
     }
@@ -38,7 +38,7 @@ std::string LrfuIndex::validate() const {
       const Entry &e = h[i];
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " live in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
-      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " entry disagrees with its state; ";
+      if (e.s != ids_.s(e.id) || e.t != ids_.t(e.id)) err << "id " << e.id << " entry disagrees with its state; ";
       if (!(e.key == key_of(e.id))) err << "id " << e.id << " entry's key is not the live list's; ";
       if (b == sat_index()) {
         if (!saturated_at(e.t, sat_now_)) err << "id " << e.id << " in the saturated heap is not saturated; ";
@@ -58,7 +58,7 @@ std::string LrfuIndex::validate() const {
       const Entry &e = q[i];
       if (stale(e)) continue;
       if (ids_[e.id].bucket != b) err << "id " << e.id << " queued in bucket " << b << " but recorded in " << ids_[e.id].bucket << "; ";
-      if (e.s != ids_[e.id].s || e.t != ids_[e.id].t) err << "id " << e.id << " queue entry disagrees with its state; ";
+      if (e.s != ids_.s(e.id) || e.t != ids_.t(e.id)) err << "id " << e.id << " queue entry disagrees with its state; ";
       if (!(e.key == key_of(e.id))) err << "id " << e.id << " queue entry's key is not the live list's; ";
       if (bucket_search(e.s) != b || bucket_of(e.s) != b) err << "id " << e.id << " score " << e.s << " queued in wrong bucket " << b << "; ";
       ++live_count[b];

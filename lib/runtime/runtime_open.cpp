@@ -13,6 +13,7 @@
 #include <cxltier/tools/units.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <sys/stat.h>
@@ -244,6 +245,12 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   so.lrfu = cfg.lrfu;
   so.huge_pages = cfg.state_huge_pages;
   m->store = std::make_unique<ScoreStore>(so);
+  // The LRFU indexes read each block's score and last access from its store entry, which
+  // keeps them already, rather than a copy of their own (lrfu_id_records.hpp).
+  static_assert(offsetof(PolicyState, last_access) == offsetof(PolicyState, score) + sizeof(double));
+  m->store->on_entries_moved([lrfu_records](const StoreEntry *first) {
+    lrfu_records->external_states(first ? &first->st.score : nullptr, sizeof(StoreEntry));
+  });
 
   if (!cfg.store_path.empty()) {
     m->store_lock = StoreLock(cfg.store_path);  // refuses a store that another runtime holds

@@ -321,7 +321,10 @@ void ScoreStore::replace_with(const LoadedCheckpoint &cp) {
   for (const StoreEntry &e : entries_) gen_base = std::max(gen_base, e.res.generation);
   for (StoreEntry &e : fresh.entries_) e.res.generation += gen_base + 1;
   fresh.gen_floor_ = gen_base + 1;
+  auto moved = std::move(moved_);
   *this = std::move(fresh);
+  moved_ = std::move(moved);
+  if (moved_) moved_(entries_.data());
 }
 
 }  // namespace cxltier

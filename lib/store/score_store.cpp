@@ -187,7 +187,9 @@ NodeId ScoreStore::allocate_id() {
   // they keep one size and the store is as it was.
   const size_t n = entries_.size();
   try {
+    const StoreEntry *const before = entries_.data();
     entries_.emplace_back().res.generation = gen_floor_;
+    if (moved_ && entries_.data() != before) moved_(entries_.data());  // before anything may throw
     in_use_.push_back(0);
     if (opt_.capacity) {
       fkey_.emplace_back();

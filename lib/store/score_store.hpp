@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,6 +118,14 @@ public:
     if (id >= entries_.size()) return nullptr;
     StoreEntry &e = entries_[id];
     return e.res.generation == generation ? &e : nullptr;
+  }
+
+  // `fn` is called now and whenever the entries move (growth, replace_with), with the first
+  // entry's address (null while there is none): the runtime's LRFU index reads each state's
+  // score and last access where the entry keeps them.
+  void on_entries_moved(std::function<void(const StoreEntry *)> fn) {
+    moved_ = std::move(fn);
+    if (moved_) moved_(entries_.data());
   }
 
   // The runtime calls these when a block becomes resident somewhere / resident nowhere, so the
@@ -213,6 +222,7 @@ private:
   std::vector<NodeId> fheap_;
   std::vector<ForgetKey> fkey_;
   std::vector<uint32_t> fpos_;
+  std::function<void(const StoreEntry *)> moved_;  // on_entries_moved
 };
 
 }  // namespace cxltier

@@ -535,7 +535,18 @@ TEST(LrfuIndex, EdgesSpreadScoresThatRarelyRepeat) {
 // index must keep choosing what a full scan of its own blocks chooses, and none may act on a
 // record another index owns (the places left in its pending list included).
 TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
-  for (bool split : {false, true}) {
+  // The states live in 64-byte lines, as a score store keeps them. With `external`, the
+  // indexes read each id's score and last access there (as the runtime's do) instead of
+  // keeping copies, and the lines move to a new array halfway, republished.
+  struct Line {
+    Key key;
+    PolicyState st;
+    uint64_t pad[2];
+  };
+  static_assert(sizeof(Line) == 64);
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool split = (mode & 1) != 0, external = (mode & 2) != 0;
+    SCOPED_TRACE(std::string(split ? "split" : "whole") + (external ? ", external states" : ", own states"));
     std::mt19937_64 rng(split ? 21 : 22);
     const LrfuParams params{0.1, 0.01, ScoreMode::touch};
     auto shared = std::make_shared<LrfuIdRecords>();
@@ -548,7 +559,13 @@ TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
     for (int t = 0; t < kTiers; ++t) tiers.push_back(std::make_unique<LrfuIndex>(params, 16, false, shared));
     constexpr NodeId kIds = 400;
     for (auto &t : tiers) t->reserve_ids(kIds);
-    std::vector<PolicyState> st(kIds);
+    auto lines = std::make_unique<std::vector<Line>>(kIds);
+    auto publish = [&] { shared->external_states(&(*lines)[0].st.score, sizeof(Line)); };
+    if (external) publish();
+    struct States {  // st[id]: the id's line's state, wherever the lines are now
+      std::unique_ptr<std::vector<Line>> *lines;
+      PolicyState &operator[](NodeId id) const { return (**lines)[id].st; }
+    } st{&lines};
     std::vector<int> where(kIds, -1);
     std::vector<size_t> count(kTiers, 0);
     uint64_t now = 1;
@@ -574,6 +591,11 @@ TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
       }
     };
     for (int round = 0; round < 20000; ++round) {
+      if (external && round == 10000) {  // the lines move, as a growing store's entries do
+        auto moved = std::make_unique<std::vector<Line>>(*lines);
+        std::swap(lines, moved);
+        publish();
+      }
       const NodeId id = static_cast<NodeId>(rng() % kIds);
       const unsigned op = static_cast<unsigned>(rng() % 8);
       if (where[id] < 0) {  // admitted to the first tier
@@ -609,7 +631,7 @@ TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
     }
     for (int t = 0; t < kTiers; ++t) {
       EXPECT_EQ(tiers[t]->size(), count[t]);
-      EXPECT_EQ(tiers[t]->validate(), "") << (split ? "split" : "whole");
+      EXPECT_EQ(tiers[t]->validate(), "");
     }
   }
 }

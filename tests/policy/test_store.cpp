@@ -51,6 +51,36 @@ TEST(ScoreStore, InsertFindEraseGrow) {
   EXPECT_NE(s[again].res.generation, old_gen);
 }
 
+// The runtime's LRFU indexes read scores where the entries are: on_entries_moved must name
+// the entries' address at once, after every growth that moved them, and after a checkpoint swap.
+TEST(ScoreStore, EntriesMovedNamesWhereTheEntriesAre) {
+  ScoreStore s(StoreOptions{0, PolicyKind::lrfu, {}});
+  const StoreEntry *told = reinterpret_cast<const StoreEntry *>(&s);  // anything but the answer
+  size_t calls = 0;
+  s.on_entries_moved([&](const StoreEntry *first) {
+    told = first;
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1u);  // at once (the address of the room reserved, before any entry)
+  for (uint64_t i = 0; i < 100000; ++i) {
+    s.insert(k(i), nullptr);
+    ASSERT_EQ(told, &s[0]) << "after insert " << i;
+  }
+  EXPECT_GE(calls, 2u);   // the entries left their first block at least once
+  EXPECT_LT(calls, 64u);  // once per growth that moved them, not per insert
+  LoadedCheckpoint cp;
+  for (uint64_t i = 0; i < 1000; ++i) cp.states.emplace_back(k(i + 500000), PolicyState{0.5, i, 1, i});
+  s.replace_with(cp);
+  ASSERT_EQ(s.size(), 1000u);
+  EXPECT_EQ(told, &s[0]);
+  const size_t before = calls;
+  for (uint64_t i = 0; i < 100000; ++i) {  // the listener survived the swap
+    s.insert(k(i), nullptr);
+    ASSERT_EQ(told, &s[0]) << "after the swap, insert " << i;
+  }
+  EXPECT_GT(calls, before);
+}
+
 // current(id, generation), which the access path uses instead of reading in_use_, gives the
 // state exactly when the id still holds the key it was handed out with, in use, under that
 // generation: every (id, generation, key) ever handed out is checked after random inserts,
