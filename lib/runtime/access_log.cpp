@@ -164,7 +164,8 @@ void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention
 }
 
 // Prefetch for a record kAhead places on: the store line first, then (once it has had time to
-// arrive) the index lines of the tier it names; with one tier, those without reading the line.
+// arrive) the index lines of the tier it names; with one tier or LRFU, those without reading
+// the line.
 void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
   if (id >= store->id_limit()) return;
   const StoreEntry &e = (*store)[id];
@@ -172,7 +173,9 @@ void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
     __builtin_prefetch(&e, 1);
     return;
   }
-  if (tiers.size() == 1) {  // the tier is known without the store line, which may not be here yet
+  // With one tier, or LRFU indexes (whose tiers share one record array), any tier's index
+  // fetches the right lines without the store line, which may not be here yet.
+  if (tiers.size() == 1 || cfg.policy == PolicyKind::lrfu) {
     tiers[0].policy->prefetch(id);
     return;
   }
