@@ -84,15 +84,18 @@ public:
   size_t size() const noexcept { return ids_.size(); }
   // Ids below n get a record (fresh ones copy `fill`, with a zero state where the records keep
   // the states); may allocate.
+  // Either array may move before the other's growth throws: the views learn of it either way.
   void resize(size_t n, const LrfuIdRecord &fill) {
-    if (!external_) states_.resize(n, LrfuStateAt{0.0, 0});
-    ids_.resize(n, fill);
-    publish();
+    grow([&] {
+      if (!external_) states_.resize(n, LrfuStateAt{0.0, 0});
+      ids_.resize(n, fill);
+    });
   }
   void reserve(size_t n) {
-    if (!external_) states_.reserve(n);
-    ids_.reserve(n);
-    publish();
+    grow([&] {
+      if (!external_) states_.reserve(n);
+      ids_.reserve(n);
+    });
   }
   void set_huge_pages(bool on) noexcept {
     ids_.set_huge_pages(on);
@@ -118,6 +121,16 @@ public:
   void detach(LrfuIdView *view) noexcept { std::erase(views_, view); }
 
 private:
+  template <typename F>
+  void grow(F &&f) {
+    try {
+      f();
+    } catch (...) {
+      publish();
+      throw;
+    }
+    publish();
+  }
   LrfuIdView current() noexcept {
     LrfuIdView v{ids_.data(), ids_.size()};
     if (external_) {

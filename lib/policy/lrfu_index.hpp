@@ -42,7 +42,8 @@
 //     visit them one by one. A search moves each bucket's saturated roots (the oldest entries)
 //     into one more heap, ordered by the decision itself (priority 1 - score, then the
 //     tie-break), whose top is the best saturated block.
-// Updates are lazy, in two ways. An access records the block's new state in its per-id record,
+// Updates are lazy, in two ways. An access records the block's new state (in the array beside
+// the records, or, in a runtime, where the store has written it already: lrfu_id_records.hpp),
 // makes its heap entry stale (version check) and, the first time since it was last indexed,
 // notes the block as pending, keeping the lowest score and oldest step of any pending block. A
 // victim search searches the indexed blocks first (unless 7/8 or more of the live blocks are
