@@ -212,8 +212,10 @@ BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})-
 // What the memory alone allows: the same batches' blocks, each touching `lines` random cache
 // lines that hold nothing but an LRFU state, with the prefetch distance the runtime's drain
 // uses and no other bookkeeping. lines 3 is the runtime's layout at 1M resident (an 8-byte
-// residency word checked first over the batch, then a 64-byte store line and a 32-byte index
-// record updated together); lines 1 is a layout whose whole per-block state is one line. Huge
+// residency word checked first over the batch, then a 64-byte store line and an index record
+// updated together; the record here is 32 bytes, as the index's was before its score and step
+// moved to the store line, so this floor is a little below the runtime's 16-byte one); lines 1
+// is a layout whose whole per-block state is one line. Huge
 // pages as the runtime asks for them. The runtime's time over these is what its bookkeeping
 // adds to its memory traffic; the map's time over lines 1 is the most any layout with one
 // random line per access could reach against the map on this machine.
