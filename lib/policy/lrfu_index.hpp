@@ -415,4 +415,25 @@ inline double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
 
 inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
 
+// Inline: the runtime's drain calls it once for every recorded access, through a pointer of
+// this (final) type, so that the call costs no virtual dispatch and no register saves.
+[[gnu::always_inline]] inline void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
+  PerId &r = ids_[id];
+  // One place per id within the capacity reserve_ids/plan_ids gave the list; an id erased and
+  // accessed again before a search takes a second one, and a full list is flushed rather than
+  // grown. The flush comes first: a rebuild gives every live block an entry of its current
+  // version (this one's too) and ends pending, so this access then stales that entry, joins
+  // the list afresh and sets the bounds the flush cleared.
+  if (r.pending == 0 && pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
+  ++r.version;  // its entry is stale from here; flush_pending() gives it a new one
+  set_state(id, st);
+  pending_min_s_ = std::min(pending_min_s_, st.score);
+  pending_min_t_ = std::min(pending_min_t_, st.last_access);
+  if (r.pending == 0) {
+    r.pending = 1;
+    pending_.push_back(id);
+  }
+}
+
 }  // namespace cxltier

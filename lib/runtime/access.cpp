@@ -22,7 +22,12 @@ void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
   update_state(e, attention, ++tick);
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
   TierRt &t = tiers[e.res.tier];
-  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) t.policy->access(id, e.st);
+  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
+    if (t.lrfu != nullptr)
+      t.lrfu->access(id, e.st);
+    else
+      t.policy->access(id, e.st);
+  }
   ++t.hits;
   ++accesses;
   if (promotion_due(e) && promote_queue.size() < kPromoteQueueLimit) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "lib/policy/eviction.hpp"
+#include "lib/policy/lrfu_index.hpp"
 #include "lib/store/score_store.hpp"
 #include "lib/store/store_file.hpp"
 #include "lib/memory/copy.hpp"
@@ -58,6 +59,7 @@ struct TierRt {
   std::unique_ptr<TierBackend> backend;
   std::unique_ptr<BlockPool> pool;
   std::unique_ptr<EvictionPolicy> policy;
+  LrfuIndex *lrfu = nullptr;  // `policy` when it is the LRFU index: accesses call it directly
   uint32_t moving_out = 0;  // blocks being copied out of this tier (their slots still held)
 #define CXLT_X(name) uint64_t name = 0;
   CXLT_TIER_COUNTERS(CXLT_X)  // counters.hpp
@@ -167,7 +169,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // What an access does to a block's remembered state (score, step, count, tick), resident or not.
   void update_state(StoreEntry &e, float attention, uint64_t at_tick) const noexcept {
     const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
-    e.st.score = lrfu_access(e.st.score, idle, attention, cfg.lrfu);
+    // Touch mode is lrfu_access's update alone, inline here (an access is a few nanoseconds).
+    e.st.score = cfg.lrfu.mode == ScoreMode::touch ? lrfu_update(e.st.score, attention, cfg.lrfu.alpha)
+                                                   : lrfu_access(e.st.score, idle, attention, cfg.lrfu);
     e.st.last_access = now;
     ++e.st.accesses;
     e.st.tick = at_tick;
