@@ -17,25 +17,6 @@ namespace {
 }
 }  // namespace
 
-void Runtime::Impl::note_access(NodeId id, float attention) noexcept {
-  StoreEntry &e = (*store)[id];
-  update_state(e, attention, ++tick);
-  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
-  TierRt &t = tiers[e.res.tier];
-  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
-    if (t.lrfu != nullptr)
-      t.lrfu->access(id, e.st);
-    else
-      t.policy->access(id, e.st);
-  }
-  ++t.hits;
-  ++accesses;
-  if (promotion_due(e) && promote_queue.size() < kPromoteQueueLimit) {
-    e.res.flags |= kFlagPromoteQueued;
-    promote_queue.push_back(id);
-  }
-}
-
 // --- Runtime ---------------------------------------------------------------------------------
 
 Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -165,7 +165,26 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     b.data = e.res.tier >= 0 ? tiers[e.res.tier].pool->address(e.res.slot) : nullptr;
     return b;
   }
-  void note_access(NodeId id, float attention) noexcept;
+  // An access to a resident block: its state, its tier's index and counters, the promotion
+  // queue. Inline: the drain applies one per recorded access.
+  [[gnu::always_inline]] void note_access(NodeId id, float attention) noexcept {
+    StoreEntry &e = (*store)[id];
+    update_state(e, attention, ++tick);
+    e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
+    TierRt &t = tiers[e.res.tier];
+    if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
+      if (t.lrfu != nullptr)
+        t.lrfu->access(id, e.st);
+      else
+        t.policy->access(id, e.st);
+    }
+    ++t.hits;
+    ++accesses;
+    if (promotion_due(e) && promote_queue.size() < kPromoteQueueLimit) {
+      e.res.flags |= kFlagPromoteQueued;
+      promote_queue.push_back(id);
+    }
+  }
   // What an access does to a block's remembered state (score, step, count, tick), resident or not.
   void update_state(StoreEntry &e, float attention, uint64_t at_tick) const noexcept {
     const uint64_t idle = now >= e.st.last_access ? now - e.st.last_access : 0;
