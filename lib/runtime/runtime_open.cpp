@@ -328,6 +328,7 @@ Runtime::~Runtime() {
   }
   // Pools before backends (the pool returns its extents to the backend).
   for (TierRt &t : m.tiers) {
+    t.lrfu = nullptr;
     t.policy.reset();
     t.pool.reset();
     t.backend.reset();
