@@ -150,7 +150,7 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 // --- Runtime::Impl ----------------------------------------------------------------------------
 
 // Protocol step 3, for one record.
-void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
+[[gnu::always_inline]] inline void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
   StoreEntry *const found = store->current(id, generation);
   if (!found) return;  // forgotten since, the id reused for another key
   StoreEntry &e = *found;
