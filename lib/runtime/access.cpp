@@ -7,6 +7,7 @@
 
 #include <cxltier/error.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 namespace cxltier {
@@ -26,9 +27,22 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
   if (n != 0 && keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access: keys is NULL");
   std::unique_lock lk(m.mu);
   m.drain_accesses();
-  // Check the whole batch first: nothing is applied unless every entry is good.
+  // Check the whole batch first: nothing is applied unless every entry is good. While
+  // prefetching pays (many states), each key's home slot is fetched kSlotAhead keys ahead and
+  // the entry that slot names kEntryAhead ahead, as reference_many does, so that the lookups'
+  // misses overlap instead of following one another.
+  constexpr size_t kSlotAhead = 16, kEntryAhead = 8;
+  const size_t ahead = m.prefetch_pays() ? kSlotAhead : 0;
+  for (size_t i = 0; i < std::min(n, ahead); ++i) m.store->prefetch_home(keys[i]);
   m.scratch.clear();
   for (size_t i = 0; i < n; ++i) {
+    if (ahead != 0) {
+      if (i + kSlotAhead < n) m.store->prefetch_home(keys[i + kSlotAhead]);
+      if (i + kEntryAhead < n) {
+        const NodeId guess = m.store->peek_home(keys[i + kEntryAhead]);
+        if (guess != kNoNode) m.prefetch_access(guess, false);
+      }
+    }
     if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access: attention[", i, "] = ", attention[i], " is outside [0, 1]");
     NodeId id = m.store->find(keys[i]);
