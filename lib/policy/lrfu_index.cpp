@@ -181,7 +181,8 @@ void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
   live_keys_.pop_back();
 }
 
-// The split access (eviction.hpp): access_own is access() without the list and the bounds.
+// The split access (eviction.hpp): access_own is access() (lrfu_index.hpp) without the list and
+// the bounds.
 void LrfuIndex::prepare_access_own(size_t n) noexcept {
   // At most one new place per live id in a round (no erase runs inside it).
   n = std::min(n, live_.size());

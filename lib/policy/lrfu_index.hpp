@@ -415,8 +415,9 @@ inline double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
 
 inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
 
-// Inline: the runtime's drain calls it once for every recorded access, through a pointer of
-// this (final) type, so that the call costs no virtual dispatch and no register saves.
+// Inline: the runtime calls it for every access it applies (its drain, access by key, reference),
+// through a pointer of this (final) type, so that the common case costs no call at all; only a
+// full pending list calls out (flush_pending).
 [[gnu::always_inline]] inline void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];

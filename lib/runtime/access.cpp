@@ -29,8 +29,9 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
   m.drain_accesses();
   // Check the whole batch first: nothing is applied unless every entry is good. While
   // prefetching pays (many states), each key's home slot is fetched kSlotAhead keys ahead and
-  // the entry that slot names kEntryAhead ahead, as reference_many does, so that the lookups'
-  // misses overlap instead of following one another.
+  // the entry that slot names kEntryAhead ahead (the first two of reference_many's stages), so
+  // that the lookups' misses overlap instead of following one another. The apply loop below
+  // then finds the entries in cache and prefetches the index records.
   constexpr size_t kSlotAhead = 16, kEntryAhead = 8;
   const size_t ahead = m.prefetch_pays() ? kSlotAhead : 0;
   for (size_t i = 0; i < std::min(n, ahead); ++i) m.store->prefetch_home(keys[i]);

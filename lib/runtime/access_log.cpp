@@ -149,20 +149,6 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 
 // --- Runtime::Impl ----------------------------------------------------------------------------
 
-// Protocol step 3, for one record.
-[[gnu::always_inline]] inline void Runtime::Impl::apply_access(NodeId id, uint32_t generation, float attention) noexcept {
-  StoreEntry *const found = store->current(id, generation);
-  if (!found) return;  // forgotten since, the id reused for another key
-  StoreEntry &e = *found;
-  if (e.res.tier >= 0) {
-    note_access(id, attention);
-    return;
-  }
-  // Dropped since the handle was checked: the access came first, so the remembered state has it.
-  update_state(e, attention, ++tick);
-  ++accesses;
-}
-
 // Prefetch for a record kAhead places on: the store line first, then (once it has had time to
 // arrive) the index lines of the tier it names; with one tier or LRFU, those without reading
 // the line.

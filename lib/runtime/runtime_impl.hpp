@@ -152,7 +152,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
 
-  // --- access.cpp
+  // --- access.cpp (and what every access path applies, inline here)
   // Inline: the batch calls build one per key, and a call returning the Block through memory
   // cost a store-forwarding stall per key when the caller copied it out.
   uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].res.generation) << 32) | id; }
@@ -166,7 +166,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     return b;
   }
   // An access to a resident block: its state, its tier's index and counters, the promotion
-  // queue. Inline: the drain applies one per recorded access.
+  // queue. Inline: the drain applies one per recorded access, the locked paths (access by key
+  // or handle, reference) one per key.
   [[gnu::always_inline]] void note_access(NodeId id, float attention) noexcept {
     StoreEntry &e = (*store)[id];
     update_state(e, attention, ++tick);
@@ -210,7 +211,19 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool log_access_handles(const uint64_t *handles, const float *attention, size_t n);  // false: take the locked path
   void drain_accesses() noexcept;  // [mu held] apply every recorded access
   void apply_records(const AccessRecord *r, size_t n) noexcept;
-  void apply_access(NodeId id, uint32_t generation, float attention) noexcept;
+  // Protocol step 3, for one record (inline: the drain's loop applies one per access).
+  [[gnu::always_inline]] void apply_access(NodeId id, uint32_t generation, float attention) noexcept {
+    StoreEntry *const found = store->current(id, generation);
+    if (!found) return;  // forgotten since, the id reused for another key
+    StoreEntry &e = *found;
+    if (e.res.tier >= 0) {
+      note_access(id, attention);
+      return;
+    }
+    // Dropped since the handle was checked: the access came first, so the remembered state has it.
+    update_state(e, attention, ++tick);
+    ++accesses;
+  }
   void prefetch_access(NodeId id, bool index) const noexcept;
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;

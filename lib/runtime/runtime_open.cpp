@@ -201,7 +201,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     pol.huge_pages = cfg.state_huge_pages;
     pol.lrfu_records = lrfu_records;
     t.policy = make_policy(pol);
-    if (cfg.policy == PolicyKind::lrfu) t.lrfu = static_cast<LrfuIndex *>(t.policy.get());
+    t.lrfu = dynamic_cast<LrfuIndex *>(t.policy.get());  // null for the other policies
     m->tiers.push_back(std::move(t));
   }
   if (m->tiers.empty()) fail(CXLT_ERROR_CONFIG, "tiers: no tier to run on");
