@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace cxltier {
 
@@ -65,6 +67,24 @@ unsigned LrfuIndex::bucket_of(double s) const noexcept {
   const unsigned hi = c + 1 < kCells ? bucket_hint_[c + 1] : nbuckets_ - 1;
   const double *e = edges_.data();
   unsigned len = hi - lo + 1;  // the answer lies in [lo, lo + len)
+  // Up to kEdgeWindow buckets (the common case where scores crowd into a few cells): count the
+  // edges <= s in the window from lo. The edges ascend and every one past the answer is above s
+  // (the padding's +inf included), so the count is the answer's offset + 1. The comparisons
+  // are independent of each other, where a binary search's each wait for the last.
+  if (len > 1 && len <= kEdgeWindow) {
+    // Two edges a comparison (GCC's and clang's vector extension: SSE2 on x86-64, NEON on
+    // arm64); a true lane is all ones, -1, so subtracting counts it.
+    using Pair = double __attribute__((vector_size(16)));
+    using Mask = int64_t __attribute__((vector_size(16)));
+    const Pair sv = {s, s};
+    Mask count = {0, 0};
+    for (unsigned k = 0; k < kEdgeWindow; k += 2) {
+      Pair p;
+      std::memcpy(&p, e + lo + k, sizeof p);
+      count -= (p <= sv);
+    }
+    return lo + static_cast<unsigned>(count[0] + count[1]) - 1;
+  }
   while (len > 1) {
     const unsigned half = len / 2;
     lo = e[lo + half] <= s ? lo + half : lo;

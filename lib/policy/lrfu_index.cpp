@@ -45,6 +45,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std
   edges_.resize(nbuckets_ + 1);
   for (unsigned b = 0; b < nbuckets_; ++b) edges_[b] = static_cast<double>(b) / static_cast<double>(nbuckets_);
   edges_[nbuckets_] = std::numeric_limits<double>::infinity();
+  pad_edges();
   refresh_bucket_hints();
   constexpr size_t kTable = 1u << 15;
   // The recency table runs to where 1 - exp(-beta d) is exactly 1.0 (lrfu_recency_decay says so
@@ -348,6 +349,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       // the last used bucket runs to +inf.
       while (e.size() < nbuckets_ + 1) e.push_back(std::numeric_limits<double>::infinity());
       edges_ = std::move(e);
+      pad_edges();
       refresh_bucket_hints();
       ++stats_.edge_moves;
     }

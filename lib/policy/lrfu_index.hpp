@@ -343,6 +343,10 @@ private:
   // attention 1.0 every score is one of the levels 1-(1-alpha)^k).
   std::vector<double> min_score_;
   std::vector<double> edges_;      // nbuckets_ + 1 ascending lower edges; edges_[nbuckets_] = +inf
+  // Past edges_[nbuckets_], kEdgeWindow - 1 more +inf edges, so that bucket_of may read a whole
+  // window of kEdgeWindow edges from any bucket on.
+  static constexpr unsigned kEdgeWindow = 16;
+  void pad_edges() { edges_.resize(nbuckets_ + kEdgeWindow, std::numeric_limits<double>::infinity()); }
   std::vector<uint16_t> bucket_hint_;  // kCells entries (8 KiB)
   std::vector<uint8_t> one_value_;     // per bucket: its edges admit one score, [v, next double)
   // While the edges give each score level a bucket of its own (few distinct scores): the

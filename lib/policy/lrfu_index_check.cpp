@@ -4,6 +4,8 @@
 #include "lib/policy/lrfu_index.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace cxltier {
@@ -91,6 +93,21 @@ std::string LrfuIndex::validate() const {
       err << "group " << g << "'s kept bound is not its bound at step " << groups_[g].bound_now << "; ";
   for (unsigned c = 0; c < kCells; ++c)
     if (bucket_hint_[c] != bucket_search(cell_low(c))) err << "bucket hint of cell " << c << " is wrong; ";
+  // bucket_of against the plain binary search at every edge, just below it and halfway to the
+  // next, and at the lowest score of every cell: where an answer changes, and where the window
+  // count and the search part ways if either is wrong.
+  for (size_t k = nbuckets_ + 1; k < edges_.size(); ++k)
+    if (edges_[k] != std::numeric_limits<double>::infinity()) err << "edge padding " << k << " is not +inf; ";
+  auto check_at = [&](double s) {
+    if (s >= 0.0 && bucket_of(s) != bucket_search(s))
+      err << "bucket_of(" << s << ") = " << bucket_of(s) << ", the search says " << bucket_search(s) << "; ";
+  };
+  for (unsigned b = 0; b < nbuckets_ && edges_[b] != std::numeric_limits<double>::infinity(); ++b) {
+    check_at(edges_[b]);
+    check_at(std::nextafter(edges_[b], 0.0));
+    if (edges_[b + 1] != std::numeric_limits<double>::infinity()) check_at(edges_[b] + (edges_[b + 1] - edges_[b]) / 2);
+  }
+  for (unsigned c = 0; c < kCells; ++c) check_at(cell_low(c));
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
   for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
     if (ids_[id].pending) ++live_count[ids_[id].bucket];
