@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The LRFU index's score buckets: which bucket a score falls in (the last edge at or below it),
-// by binary search over the edges, or through the cell hints that narrow the search to a
-// bucket or two. See lrfu_index.hpp for why the edges move.
+// by binary search over the edges, or through the cell hints that narrow it to a range of
+// buckets, counted or searched. See lrfu_index.hpp for why the edges move.
 #include "lib/policy/lrfu_index.hpp"
 
 #include "lib/core/assert.hpp"
@@ -32,7 +32,9 @@ unsigned LrfuIndex::bucket_search(double s) const noexcept {
 
 // The cell of a score: its exponent and top mantissa bits (the bit pattern of a non-negative
 // double orders as its value), so cells are narrow where scores crowd near 0. Scores below
-// 2^-(kCellExponents - 1) share cell 0; 1.0 and above share the last.
+// 2^-(kCellExponents - 1) (and a little above) share cell 0; those from 2 - 2^-kCellMantissaBits
+// on share the last. A negative score (-0.0 included: its sign bit) would land in the last cell;
+// bucket_of answers every score <= 0 before asking.
 unsigned LrfuIndex::cell_of(double s) noexcept {
   const uint64_t top = std::bit_cast<uint64_t>(s) >> (52 - kCellMantissaBits);
   if (top <= kFirstCellTop) return 0;
@@ -58,10 +60,13 @@ void LrfuIndex::refresh_bucket_hints() {
 
 unsigned LrfuIndex::bucket_of(double s) const noexcept {
   // The answer (the last edge <= s) lies between the buckets of the lowest scores of s's cell
-  // and of the next cell, since it is monotone in s: a binary search over that range, usually
-  // of one or two buckets, instead of over all B.
+  // and of the next cell, since it is monotone in s: a search over that range (usually one
+  // bucket or two) instead of over all B.
   cxlt_assert_internal(s >= 0.0);
-  if (!(s >= edges_[0])) return 0;
+  // edges_[0] = 0 and edges_[1] > 0, so every score <= 0 is in bucket 0: -0.0 too, which
+  // cell_of would put in the last cell by its sign bit (a checkpoint may restore a -0.0 score).
+  // NaN, never a score, also answers 0.
+  if (!(s > 0.0)) return 0;
   const unsigned c = cell_of(s);
   unsigned lo = bucket_hint_[c];
   const unsigned hi = c + 1 < kCells ? bucket_hint_[c + 1] : nbuckets_ - 1;
@@ -83,7 +88,8 @@ unsigned LrfuIndex::bucket_of(double s) const noexcept {
       std::memcpy(&p, e + lo + k, sizeof p);
       count -= (p <= sv);
     }
-    return lo + static_cast<unsigned>(count[0] + count[1]) - 1;
+    // hi bounds it for a score the window cannot (+inf, never a score, counts the padding).
+    return std::min(hi, lo + static_cast<unsigned>(count[0] + count[1]) - 1);
   }
   while (len > 1) {
     const unsigned half = len / 2;

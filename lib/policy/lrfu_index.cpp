@@ -319,7 +319,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     const bool use_levels = !levels_off_ && !levels.empty() && 2 * levels.size() + 1 <= nbuckets_;
     if (use_levels || !sample.empty()) {
       std::vector<double> e;
-      e.reserve(nbuckets_ + 1);
+      e.reserve(nbuckets_ + kEdgeWindow);  // room for pad_edges() below
       e.push_back(0.0);
       if (use_levels) {
         for (double v : levels) {

@@ -199,7 +199,8 @@ private:
   unsigned bucket_of(double s) const noexcept;      // through the cell hints below
   unsigned bucket_search(double s) const noexcept;  // binary search over the edges: the reference
   // Score cells for bucket_of: 64 mantissa steps in each of the 65 binades below 2 (scores
-  // under 2^-64 share the first cell); bucket_hint_[c] is the bucket of cell c's lowest score.
+  // under 2^-64 share the first cell, those from 2 - 2^-6 on the last); bucket_hint_[c] is the
+  // bucket of cell c's lowest score.
   static constexpr unsigned kCellMantissaBits = 6, kCellExponents = 65;
   static constexpr unsigned kCells = kCellExponents << kCellMantissaBits;
   // A score's top bits (exponent, kCellMantissaBits of mantissa) at and below which it is in cell 0.

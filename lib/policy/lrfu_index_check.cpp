@@ -108,6 +108,7 @@ std::string LrfuIndex::validate() const {
     if (edges_[b + 1] != std::numeric_limits<double>::infinity()) check_at(edges_[b] + (edges_[b + 1] - edges_[b]) / 2);
   }
   for (unsigned c = 0; c < kCells; ++c) check_at(cell_low(c));
+  check_at(-0.0);  // a restored score may be -0.0, whose sign bit alone would pick the last cell
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
   for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
     if (ids_[id].pending) ++live_count[ids_[id].bucket];
