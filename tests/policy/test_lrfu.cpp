@@ -530,6 +530,29 @@ TEST(LrfuIndex, EdgesSpreadScoresThatRarelyRepeat) {
   EXPECT_LE(idx.stats().edge_moves - moves, 2u);
 }
 
+// A score of -0.0 (a checkpoint file may hold one) is the lowest score there is. Its sign bit
+// must not send it to the top bucket, whose lower edge would then bound its priority far below
+// what it is, so that the search would pass it by.
+TEST(LrfuIndex, NegativeZeroScoreIsTheLowest) {
+  const LrfuParams params{0.05, 0.001, ScoreMode::touch};
+  LrfuIndex idx(params, 256, false);
+  constexpr NodeId kBlocks = 64;
+  idx.reserve_ids(kBlocks);
+  for (NodeId id = 0; id + 1 < kBlocks; ++id) {
+    PolicyState st;
+    st.score = static_cast<double>(id + 1) / kBlocks;
+    st.last_access = 1;
+    idx.insert(id, Key{0, id}, st);
+  }
+  PolicyState zero;
+  zero.score = -0.0;
+  zero.last_access = 1;
+  idx.insert(kBlocks - 1, Key{0, kBlocks - 1}, zero);
+  EXPECT_EQ(idx.validate(), "");
+  EXPECT_EQ(idx.victim_bruteforce(2, Eligible::all()), kBlocks - 1);
+  EXPECT_EQ(idx.victim(2, Eligible::all()), kBlocks - 1);
+}
+
 // The tiers of a runtime share one per-id record array (lrfu_id_records.hpp). Blocks move down
 // a cascade of three tiers' indexes and back up, are accessed whole or split, and leave; each
 // index must keep choosing what a full scan of its own blocks chooses, and none may act on a
