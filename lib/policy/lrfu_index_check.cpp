@@ -99,7 +99,7 @@ std::string LrfuIndex::validate() const {
   for (size_t k = nbuckets_ + 1; k < edges_.size(); ++k)
     if (edges_[k] != std::numeric_limits<double>::infinity()) err << "edge padding " << k << " is not +inf; ";
   auto check_at = [&](double s) {
-    if (s >= 0.0 && bucket_of(s) != bucket_search(s))
+    if (bucket_of(s) != bucket_search(s))
       err << "bucket_of(" << s << ") = " << bucket_of(s) << ", the search says " << bucket_search(s) << "; ";
   };
   for (unsigned b = 0; b < nbuckets_ && edges_[b] != std::numeric_limits<double>::infinity(); ++b) {

@@ -51,8 +51,10 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
     m.scratch.push_back(id);
   }
   for (size_t i = 0; i < n; ++i) {
-    if (i + 16 < n) m.prefetch_access(m.scratch[i + 16], false);
-    if (i + 8 < n) m.prefetch_access(m.scratch[i + 8], true);
+    if (ahead != 0) {  // the entries back into L1 (the check read them a batch ago), the index lines
+      if (i + 16 < n) m.prefetch_access(m.scratch[i + 16], false);
+      if (i + 8 < n) m.prefetch_access(m.scratch[i + 8], true);
+    }
     m.note_access(m.scratch[i], attention ? attention[i] : 1.0f);
   }
   if (m.cfg.synchronous) {
