@@ -250,11 +250,6 @@ void LrfuIndex::clear_pending() noexcept {
   pending_min_t_ = std::numeric_limits<uint64_t>::max();
 }
 
-void LrfuIndex::prefetch(NodeId id) const noexcept {
-  if (id >= ids_.size()) return;
-  __builtin_prefetch(&ids_[id], 1);
-}
-
 void LrfuIndex::maybe_compact(size_t ops) {
   // Stale entries may outnumber live ones by a constant factor before an O(n) rebuild, so the
   // rebuild costs O(1) amortized per update. The edges move when the live scores crowd into a

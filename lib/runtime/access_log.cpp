@@ -149,25 +149,6 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 
 // --- Runtime::Impl ----------------------------------------------------------------------------
 
-// Prefetch for a record kAhead places on: the store line first, then (once it has had time to
-// arrive) the index lines of the tier it names; with one tier or LRFU, those without reading
-// the line.
-void Runtime::Impl::prefetch_access(NodeId id, bool index) const noexcept {
-  if (id >= store->id_limit()) return;
-  const StoreEntry &e = (*store)[id];
-  if (!index) {
-    __builtin_prefetch(&e, 1);
-    return;
-  }
-  // With one tier, or LRFU indexes (whose tiers share one record array), any tier's index
-  // fetches the right lines without the store line, which may not be here yet.
-  if (tiers.size() == 1 || cfg.policy == PolicyKind::lrfu) {
-    tiers[0].policy->prefetch(id);
-    return;
-  }
-  if (e.res.tier >= 0 && static_cast<size_t>(e.res.tier) < tiers.size()) tiers[e.res.tier].policy->prefetch(id);
-}
-
 // Whether prefetching ahead pays: with few states, the store lines, index records and
 // residency words stay in cache, and the index prefetch (a chain of loads and a virtual call)
 // costs more than it saves (measured at 1K resident blocks: 28 % of the access path's time).
