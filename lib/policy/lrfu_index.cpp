@@ -182,7 +182,7 @@ void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
   live_keys_.pop_back();
 }
 
-// The split access (eviction.hpp): access_own is access() (lrfu_index.hpp) without the list and
+// The split access (eviction.hpp): access_own (lrfu_index.hpp) is access() without the list and
 // the bounds.
 void LrfuIndex::prepare_access_own(size_t n) noexcept {
   // At most one new place per live id in a round (no erase runs inside it).
@@ -190,15 +190,6 @@ void LrfuIndex::prepare_access_own(size_t n) noexcept {
   if (pending_.size() + n > pending_.capacity() && !pending_.empty()) flush_pending();
 }
 
-bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
-  PerId &r = ids_[id];
-  ++r.version;
-  set_state(id, st);
-  if (r.pending != 0) return false;
-  r.pending = 1;
-  return true;
-}
 
 void LrfuIndex::note_pending(NodeId id) noexcept {
   // prepare_access_own made room; were the list full all the same, a flush gives every block

@@ -443,6 +443,18 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
   }
 }
 
+// access() without the pending list and the bounds: the drain in parts calls it for each
+// access (lrfu_index.cpp has the rest of the split access).
+[[gnu::always_inline]] inline bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
+  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
+  PerId &r = ids_[id];
+  ++r.version;
+  set_state(id, st);
+  if (r.pending != 0) return false;
+  r.pending = 1;
+  return true;
+}
+
 // Always inline: a plain inline call of this function, which writes no memory, can be removed
 // whole as a call without effect before it is inlined (GCC 12 did, and the drain at 1M
 // resident blocks lost its record prefetch: half its speed).

@@ -75,38 +75,6 @@ inline void wait_round(unsigned i) noexcept {
 }
 }  // namespace
 
-// Protocol step 3 for one record: apply_access and note_access, with what parts share kept in
-// the part's slot and the record.
-void Runtime::Impl::apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept {
-  const NodeId id = rec.id;
-  const uint32_t generation = rec.generation;
-  rec.generation = 0;
-  StoreEntry *const found = store->current(id, generation);
-  if (!found) return;  // forgotten since, the id reused for another key
-  StoreEntry &e = *found;
-  update_state(e, rec.attention, par.tick_base + 1 + rec.unused);
-  ++part.accesses;
-  if (e.res.tier < 0) return;  // dropped since the handle was checked: the state only
-  const auto t = static_cast<unsigned>(e.res.tier);
-  e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
-  uint32_t out = ParallelDrain::kApplied | t;
-  if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
-    if (tiers[t].policy->access_own(id, e.st)) {
-      out |= ParallelDrain::kNotePending;
-      ++part.notes;
-    }
-    part.min_score[t] = part.indexed[t] ? std::min(part.min_score[t], e.st.score) : e.st.score;
-    part.indexed[t] = true;
-  }
-  ++part.hits[t];
-  if (promotion_due(e)) {
-    e.res.flags |= kFlagPromoteQueued;  // step 5 queues it, or clears this if the queue is full
-    out |= ParallelDrain::kPromote;
-    part.promotes = true;
-  }
-  rec.generation = out;
-}
-
 void Runtime::Impl::apply_part(unsigned p) noexcept {
   ParallelDrain::Part &part = par.parts[p];
   AccessRecord *r = par.records.get() + part.begin;
