@@ -190,7 +190,6 @@ void LrfuIndex::prepare_access_own(size_t n) noexcept {
   if (pending_.size() + n > pending_.capacity() && !pending_.empty()) flush_pending();
 }
 
-
 void LrfuIndex::note_pending(NodeId id) noexcept {
   // prepare_access_own made room; were the list full all the same, a flush gives every block
   // pending so far its entry, and this one joins the list after it.

@@ -100,7 +100,7 @@ public:
   void access(NodeId id, const PolicyState &st) noexcept override;
   bool splits_access() const noexcept override { return true; }
   void prepare_access_own(size_t n) noexcept override;
-  bool access_own(NodeId id, const PolicyState &st) noexcept override;
+  bool access_own(NodeId id, const PolicyState &st) noexcept override;  // inline (below), as access()
   void note_pending(NodeId id) noexcept override;
   void note_pending_bound(double s, uint64_t t) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;

@@ -150,8 +150,9 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 // --- Runtime::Impl ----------------------------------------------------------------------------
 
 // Whether prefetching ahead pays: with few states, the store lines, index records and
-// residency words stay in cache, and the index prefetch (a chain of loads and a virtual call)
-// costs more than it saves (measured at 1K resident blocks: 28 % of the access path's time).
+// residency words stay in cache, and the prefetches cost more than they save (measured at 1K
+// resident blocks, when the index prefetch was a chain of loads and a virtual call: 28 % of the
+// access path's time).
 // Set under M whenever ids are issued (ensure_policy_ids); read without M in step 1, where it
 // is only a hint.
 void Runtime::Impl::note_id_limit() noexcept {

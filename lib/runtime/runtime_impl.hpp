@@ -235,13 +235,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
       __builtin_prefetch(&e, 1);
       return;
     }
-    // With one tier, or LRFU indexes (whose tiers share one record array), any tier's index
-    // fetches the right lines without the store line, which may not be here yet.
+    // LRFU indexes (every tier's, sharing one record array) and a lone tier's index fetch the
+    // right lines without the store line, which may not be here yet.
     if (tiers[0].lrfu != nullptr) {
       tiers[0].lrfu->prefetch(id);
       return;
     }
-    if (tiers.size() == 1 || cfg.policy == PolicyKind::lrfu) {
+    if (tiers.size() == 1) {
       tiers[0].policy->prefetch(id);
       return;
     }
