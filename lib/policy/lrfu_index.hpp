@@ -425,7 +425,7 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
 // through a pointer of this (final) type, so that the common case costs no call at all; only a
 // full pending list calls out (flush_pending).
 [[gnu::always_inline]] inline void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
+  cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];
   // One place per id within the capacity reserve_ids/plan_ids gave the list; an id erased and
   // accessed again before a search takes a second one, and a full list is flushed rather than
@@ -446,7 +446,7 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
 // access() without the pending list and the bounds: the drain in parts calls it for each
 // access (lrfu_index.cpp has the rest of the split access).
 [[gnu::always_inline]] inline bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
-  cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
+  cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   PerId &r = ids_[id];
   ++r.version;
   set_state(id, st);
