@@ -8,19 +8,26 @@
 // has written since), and through places left in their pending lists, which they skip unless
 // they own the record.
 //
-// An id's score and last access (what an index orders it by) are either kept here, beside the
-// records (the default: an index on its own), or read from where their owner keeps them (the
-// runtime: its score store's entries, which hold the same two values, so that they are not
-// kept twice). Then the owner writes them before it tells the index of an insert or an access,
-// changes them only while the id is live in no index or with the index told, and republishes
-// their address whenever its array moves (external_states).
+// An id's score and last access (what an index orders it by), and its stamp (its version and
+// pending bit, which every access writes), are either kept here, beside the records (the
+// default: an index on its own), or where their owner keeps them (the runtime: its score
+// store's entries, which hold the same two values, so that they are not kept twice, and the
+// stamp in the same 64-byte line, so that an access writes that one line and not the record's
+// too). Then the owner writes the score and last access before it tells the index of an insert
+// or an access, changes them only while the id is live in no index or with the index told,
+// and republishes their address whenever its array moves (external_states). It never writes a
+// stamp: it keeps each id's across the id's reuse (a heap may still hold an entry of its last
+// use), and a fresh one is zero; it may start stamps afresh only while no index holds any
+// entry, stale ones included.
 //
 // Not thread-safe beyond what the indexes promise: records of different ids may be written
 // at once (the runtime's drain applied in parts); growth only while no index is in use.
 #pragma once
 
+#include "lib/core/assert.hpp"
 #include "lib/core/pod_vector.hpp"
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,18 +35,30 @@
 
 namespace cxltier {
 
-// Per id, in 16 bytes (the array starts on a line, so a record never straddles two): version,
-// bucket in the owner's index (of its latest entry; a pending block's entry is stale, and it
-// is still counted there), place in the owner's live list, whether it is pending (in the
-// owner's pending list, without a live entry), and the owner.
+// Per id, in 16 bytes (the array starts on a line, so a record never straddles two): the
+// stamp (where the records keep it), bucket in the owner's index (of its latest entry; a
+// pending block's entry is stale, and it is still counted there), place in the owner's live
+// list, and the owner.
 struct LrfuIdRecord {
-  uint32_t version;
+  uint32_t stamp;
   uint32_t bucket;
   uint32_t live_pos;
-  uint16_t pending;
   uint16_t owner;  // the tag of the index that last inserted the id (0: none yet)
+  uint16_t unused;
 };
 static_assert(sizeof(LrfuIdRecord) == 16 && PodVector<LrfuIdRecord>::kAlign % sizeof(LrfuIdRecord) == 0);
+
+// An id's stamp: its version in bits 1-31 and whether it is pending (in the owner's pending
+// list, without a live entry) in bit 0. Every insert, erase and access adds 1 to the version,
+// so that it outdates every entry made before; an entry carries the version it was made at. A
+// version wraps after 2^31 changes of one id: an entry is mistaken for current only if it
+// stayed in a heap through a multiple of that many (a rebuild drops every stale entry).
+namespace lrfu_stamp {
+constexpr uint32_t kPending = 1;
+constexpr uint32_t kVersionStep = 2;
+constexpr uint32_t version(uint32_t stamp) noexcept { return stamp >> 1; }
+constexpr bool pending(uint32_t stamp) noexcept { return (stamp & kPending) != 0; }
+}  // namespace lrfu_stamp
 
 // An id's score at its last access and that access's step, as an index orders it.
 struct LrfuStateAt {
@@ -59,6 +78,11 @@ struct LrfuIdView {
   const unsigned char *states = nullptr;
   size_t stride = sizeof(LrfuStateAt);
   LrfuStateAt *own_states = nullptr;
+  // Id i's stamp is stamps[i << stamp_shift]: in its record, or where the owner keeps it (a
+  // shift: the access's address costs no multiply). Typed: a write through a uint32_t may alias
+  // no member of an index, so it costs no reloads.
+  uint32_t *stamps = nullptr;
+  unsigned stamp_shift = 2;  // 16-byte records
 
   LrfuIdRecord &operator[](size_t i) const noexcept { return data[i]; }
   size_t size() const noexcept { return n; }
@@ -72,6 +96,9 @@ struct LrfuIdView {
     std::memcpy(&v, states + i * stride + sizeof(double), sizeof v);
     return v;
   }
+  uint32_t stamp(size_t i) const noexcept { return stamps[i << stamp_shift]; }
+  void set_stamp(size_t i, uint32_t v) const noexcept { stamps[i << stamp_shift] = v; }
+  const void *stamp_address(size_t i) const noexcept { return stamps + (i << stamp_shift); }
 };
 
 // The arrays, and the views of the indexes that share them.
@@ -101,13 +128,17 @@ public:
     ids_.set_huge_pages(on);
     states_.set_huge_pages(on);
   }
-  // From now on, id i's score is the double at first + i * stride and its last access the
-  // uint64_t after it, kept by the caller (see the top of this file); call again whenever that
-  // array moves, before an index reads a state. The records' own states are freed.
-  void external_states(const double *first, size_t stride) noexcept {
+  // From now on, id i's score is the double at first + i * stride, its last access the
+  // uint64_t after it and its stamp the uint32_t at first_stamp + i * stride bytes, kept by the
+  // caller (see the top of this file); call again whenever that array moves, before an index
+  // reads a state. The records' own states are freed, and the stamps in the records unused.
+  // `stride` is a power of two, at least 16.
+  void external_states(const double *first, uint32_t *first_stamp, size_t stride) noexcept {
+    cxlt_assert(stride >= sizeof(LrfuStateAt) && (stride & (stride - 1)) == 0);
     external_ = true;
     states_ = PodVector<LrfuStateAt>();
     ext_first_ = reinterpret_cast<const unsigned char *>(first);
+    ext_stamps_ = first_stamp;
     ext_stride_ = stride;
     publish();
   }
@@ -136,9 +167,14 @@ private:
     if (external_) {
       v.states = ext_first_;
       v.stride = ext_stride_;
+      v.stamps = ext_stamps_;
+      v.stamp_shift = static_cast<unsigned>(std::countr_zero(ext_stride_ / sizeof(uint32_t)));
     } else {
       v.states = reinterpret_cast<const unsigned char *>(states_.data());
       v.own_states = states_.data();
+      v.stamps = ids_.empty() ? nullptr : &ids_.data()->stamp;
+      v.stamp_shift = 2;
+      static_assert(sizeof(LrfuIdRecord) == sizeof(uint32_t) << 2);
     }
     return v;
   }
@@ -150,6 +186,7 @@ private:
   PodVector<LrfuStateAt> states_;  // while the records keep the states
   bool external_ = false;
   const unsigned char *ext_first_ = nullptr;
+  uint32_t *ext_stamps_ = nullptr;
   size_t ext_stride_ = 0;
   std::vector<LrfuIdView *> views_;
   uint16_t tags_ = 0;

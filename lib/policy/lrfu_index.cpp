@@ -153,7 +153,10 @@ bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, 
 void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcept {
   cxlt_assert(id < ids_.size());
   cxlt_assert(ids_[id].bucket == kNoBucket);  // live in no tier's index
-  uint32_t v = ++ids_[id].version;
+  cxlt_assert(!lrfu_stamp::pending(ids_.stamp(id)));
+  const uint32_t w = ids_.stamp(id) + lrfu_stamp::kVersionStep;
+  ids_.set_stamp(id, w);
+  const uint32_t v = lrfu_stamp::version(w);
   ids_[id].owner = tag_;
   unsigned b = bucket_of(st.score);
   note_level(b, st.score);
@@ -169,8 +172,8 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
 
 void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
-  ++ids_[id].version;
-  ids_[id].pending = 0;  // its place in pending_ is skipped
+  // A new version, and not pending: its place in pending_ is skipped.
+  ids_.set_stamp(id, (ids_.stamp(id) & ~lrfu_stamp::kPending) + lrfu_stamp::kVersionStep);
   --live_in_bucket_[ids_[id].bucket];
   ids_[id].bucket = kNoBucket;
   uint32_t pos = ids_[id].live_pos;
@@ -195,7 +198,7 @@ void LrfuIndex::note_pending(NodeId id) noexcept {
   // pending so far its entry, and this one joins the list after it.
   if (pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
   cxlt_assert(ids_[id].owner == tag_);
-  if (ids_[id].pending == 0) return;  // a rebuild in that flush placed it
+  if (!lrfu_stamp::pending(ids_.stamp(id))) return;  // a rebuild in that flush placed it
   pending_.push_back(id);
 }
 
@@ -219,15 +222,16 @@ void LrfuIndex::flush_pending() {
     PerId &r = ids_[id];
     // Erased since, or placed again by a rebuild; or erased, and pending in another tier's
     // index now (the records are shared).
-    if (r.pending == 0 || r.owner != tag_) continue;
-    r.pending = 0;
+    const uint32_t w = ids_.stamp(id);
+    if (!lrfu_stamp::pending(w) || r.owner != tag_) continue;
+    ids_.set_stamp(id, w & ~lrfu_stamp::kPending);
     const double s = ids_.s(id);
     const unsigned b = bucket_of(s);
     note_level(b, s);
     --live_in_bucket_[r.bucket];
     ++live_in_bucket_[b];
     r.bucket = b;
-    push_entry(b, Entry{ids_.t(id), s, live_keys_[r.live_pos], id, r.version});
+    push_entry(b, Entry{ids_.t(id), s, live_keys_[r.live_pos], id, lrfu_stamp::version(w)});
     ++pushed;
   }
   clear_pending();
@@ -351,15 +355,16 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
       const double s = ids_.s(id);
       const uint64_t t = ids_.t(id);
       const unsigned b = saturated_at(t, sat_now_) ? sat_index() : bucket_of(s);
-      if (b != sat_index() && ids_[id].pending) note_level(b, s);  // as flush_pending() would
+      const uint32_t w = ids_.stamp(id);
+      if (b != sat_index() && lrfu_stamp::pending(w)) note_level(b, s);  // as flush_pending() would
       ids_[id].bucket = b;
-      ids_[id].pending = 0;
+      ids_.set_stamp(id, w & ~lrfu_stamp::kPending);
       ++live_in_bucket_[b];
       // In recency order an entry no earlier than the last in its bucket's queue joins the
       // queue, unsorted: after a step that accessed every block (an engine's decode step) nearly
       // all do, and a queue orders a step's entries only when a search reaches them, where a
       // heap would be ordered whole below.
-      const Entry e{t, s, live_keys_[i], id, ids_[id].version};
+      const Entry e{t, s, live_keys_[i], id, lrfu_stamp::version(w)};
       if (score_order_ || b == sat_index() || !queues_[b].push(e)) heaps_[b].push_unordered(e);
     }
     clear_pending();

@@ -302,7 +302,7 @@ private:
     }
     return gr.bound;
   }
-  bool stale(const Entry &e) const noexcept { return e.version != ids_[e.id].version; }
+  bool stale(const Entry &e) const noexcept { return e.version != lrfu_stamp::version(ids_.stamp(e.id)); }
   double prio(double s, uint64_t t, uint64_t now) const noexcept;
   double prio_d(double s, uint64_t d) const noexcept;
   double newer_bound(unsigned bucket, uint64_t t, uint64_t now) const noexcept;
@@ -426,40 +426,39 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
 // full pending list calls out (flush_pending).
 [[gnu::always_inline]] inline void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
-  PerId &r = ids_[id];
+  const uint32_t w = ids_.stamp(id);
   // One place per id within the capacity reserve_ids/plan_ids gave the list; an id erased and
   // accessed again before a search takes a second one, and a full list is flushed rather than
   // grown. The flush comes first: a rebuild gives every live block an entry of its current
   // version (this one's too) and ends pending, so this access then stales that entry, joins
-  // the list afresh and sets the bounds the flush cleared.
-  if (r.pending == 0 && pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
-  ++r.version;  // its entry is stale from here; flush_pending() gives it a new one
+  // the list afresh and sets the bounds the flush cleared. A flush changes no version, and the
+  // pending bit only of pending ids: w stays this id's stamp.
+  if (!lrfu_stamp::pending(w) && pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
+  // Its entry is stale from here (flush_pending() gives it a new one), and it is pending.
+  ids_.set_stamp(id, (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending);
   set_state(id, st);
   pending_min_s_ = std::min(pending_min_s_, st.score);
   pending_min_t_ = std::min(pending_min_t_, st.last_access);
-  if (r.pending == 0) {
-    r.pending = 1;
-    pending_.push_back(id);
-  }
+  if (!lrfu_stamp::pending(w)) pending_.push_back(id);
 }
 
 // access() without the pending list and the bounds: the drain in parts calls it for each
 // access (lrfu_index.cpp has the rest of the split access).
 [[gnu::always_inline]] inline bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
-  PerId &r = ids_[id];
-  ++r.version;
+  const uint32_t w = ids_.stamp(id);
+  ids_.set_stamp(id, (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending);
   set_state(id, st);
-  if (r.pending != 0) return false;
-  r.pending = 1;
-  return true;
+  return !lrfu_stamp::pending(w);
 }
 
 // Always inline: a plain inline call of this function, which writes no memory, can be removed
 // whole as a call without effect before it is inlined (GCC 12 did, and the drain at 1M
 // resident blocks lost its record prefetch: half its speed).
+// What an access writes: the stamp (in the record, or the owner's line) and, in an index on its
+// own, the state beside the records.
 [[gnu::always_inline]] inline void LrfuIndex::prefetch(NodeId id) const noexcept {
-  if (id < ids_.size()) __builtin_prefetch(&ids_[id], 1);
+  if (id < ids_.size()) __builtin_prefetch(ids_.stamp_address(id), 1);
 }
 
 }  // namespace cxltier

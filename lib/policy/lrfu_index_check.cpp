@@ -111,16 +111,16 @@ std::string LrfuIndex::validate() const {
   check_at(-0.0);  // a restored score may be -0.0, whose sign bit alone would pick the last cell
   if (entries != total_entries_) err << "entry count " << entries << " != " << total_entries_ << "; ";
   for (NodeId id : live_)  // a pending block is counted in the bucket of its stale entry
-    if (ids_[id].pending) ++live_count[ids_[id].bucket];
+    if (lrfu_stamp::pending(ids_.stamp(id))) ++live_count[ids_[id].bucket];
   for (unsigned b = 0; b < heaps_.size(); ++b)
     if (live_count[b] != live_in_bucket_[b]) err << "bucket " << b << " live count mismatch; ";
   for (NodeId id : live_)
-    if (found[id] != (ids_[id].pending ? 0u : 1u))
-      err << "live id " << id << (ids_[id].pending ? " (pending)" : "") << " has " << found[id] << " live entries; ";
+    if (found[id] != (lrfu_stamp::pending(ids_.stamp(id)) ? 0u : 1u))
+      err << "live id " << id << (lrfu_stamp::pending(ids_.stamp(id)) ? " (pending)" : "") << " has " << found[id] << " live entries; ";
   std::vector<uint8_t> listed(ids_.size(), 0);
   for (NodeId id : pending_) listed[id] = 1;
   for (NodeId id : live_)
-    if (ids_[id].pending && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
+    if (lrfu_stamp::pending(ids_.stamp(id)) && !listed[id]) err << "pending id " << id << " is not in the pending list; ";
   for (size_t i = 0; i < live_.size(); ++i)
     if (ids_[live_[i]].live_pos != i) err << "live list position of " << live_[i] << " is wrong; ";
   if (live_keys_.size() != live_.size()) err << live_keys_.size() << " keys for " << live_.size() << " live blocks; ";

@@ -59,7 +59,6 @@ MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
   const int src = e.res.tier;
   tiers[src].policy->erase(id, dst > src ? EraseReason::evicted : EraseReason::moved);
   e.res.flags |= kFlagMoving;
-  e.res.aux = dst_slot;
   ++tiers[src].moving_out;
   ++in_flight;
   ++moves_begun;

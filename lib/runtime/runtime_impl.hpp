@@ -225,8 +225,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     ++accesses;
   }
   // Prefetch for a record some places on: the store line first (index false), then, once it
-  // has had time to arrive, the index lines of the tier it names (index true); with one tier or
-  // LRFU, those without reading the line. Inline, and through the typed LRFU index where there
+  // has had time to arrive, the index lines of the tier it names (index true): with LRFU none
+  // (the store line is all an access writes), with one tier without reading the line. Inline, and through the typed LRFU index where there
   // is one: the drain calls it twice per access.
   [[gnu::always_inline]] void prefetch_access(NodeId id, bool index) const noexcept {
     if (id >= store->id_limit()) return;
@@ -235,12 +235,10 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
       __builtin_prefetch(&e, 1);
       return;
     }
-    // LRFU indexes (every tier's, sharing one record array) and a lone tier's index fetch the
-    // right lines without the store line, which may not be here yet.
-    if (tiers[0].lrfu != nullptr) {
-      tiers[0].lrfu->prefetch(id);
-      return;
-    }
+    // An LRFU access writes the store line only (the indexes keep their stamps there), which
+    // the first prefetch asked for. A lone tier's index fetches its lines without the store
+    // line, which may not be here yet.
+    if (tiers[0].lrfu != nullptr) return;
     if (tiers.size() == 1) {
       tiers[0].policy->prefetch(id);
       return;

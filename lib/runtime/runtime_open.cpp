@@ -247,10 +247,12 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   so.huge_pages = cfg.state_huge_pages;
   m->store = std::make_unique<ScoreStore>(so);
   // The LRFU indexes read each block's score and last access from its store entry, which
-  // keeps them already, rather than a copy of their own (lrfu_id_records.hpp).
+  // keeps them already, rather than a copy of their own, and keep its stamp in the same line
+  // (lrfu_id_records.hpp).
   static_assert(offsetof(PolicyState, last_access) == offsetof(PolicyState, score) + sizeof(double));
-  m->store->on_entries_moved([lrfu_records](const StoreEntry *first) {
-    lrfu_records->external_states(first ? &first->st.score : nullptr, sizeof(StoreEntry));
+  m->store->on_entries_moved([lrfu_records](StoreEntry *first) {
+    lrfu_records->external_states(first ? &first->st.score : nullptr, first ? &first->res.policy_stamp : nullptr,
+                                  sizeof(StoreEntry));
   });
 
   if (!cfg.store_path.empty()) {
@@ -259,7 +261,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     struct stat st {};
     if (lstat(cfg.store_path.c_str(), &st) == 0) {
       LoadedCheckpoint cp = ScoreStore::load(cfg.store_path);  // throws, loading nothing, if damaged
-      m->store->replace_with(cp);
+      m->store->replace_with(cp);  // before any block is placed: the indexes hold no entry yet
       m->now = cp.meta.current_step;
       m->tick = cp.meta.current_tick;
       m->checkpoint_at_step = m->now;

@@ -221,15 +221,11 @@ NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {
     index_erase(id);
     ++forgotten_total_;
     if (forgotten) *forgotten = id;
-    uint32_t gen = entries_[id].res.generation + 1;
-    entries_[id] = StoreEntry{};
-    entries_[id].res.generation = gen;
+    reset_entry(id);
   } else {
     if (!opt_.capacity && (size_ + 1) * 2 > table_.size()) rehash(table_.size() * 2);
     id = allocate_id();
-    uint32_t gen = entries_[id].res.generation + 1;
-    entries_[id] = StoreEntry{};
-    entries_[id].res.generation = gen;
+    reset_entry(id);
     in_use_[id] = 1;
     ++size_;
   }

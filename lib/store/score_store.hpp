@@ -39,7 +39,10 @@ struct Residency {
   int8_t tier = -1;             // tier rank while resident, -1 when resident nowhere
   uint8_t flags = 0;            // runtime flags
   uint16_t pins = 0;            // runtime pin count
-  uint32_t aux = 0;             // runtime use (a migration's destination slot)
+  // The runtime's LRFU indexes' stamp of this id (lrfu_id_records.hpp), kept here so that an
+  // access writes this one line. The store keeps it across erase and reuse, and a fresh entry's
+  // is zero.
+  uint32_t policy_stamp = 0;
 };
 static_assert(sizeof(Residency) == 16);
 
@@ -122,8 +125,8 @@ public:
 
   // `fn` is called now and whenever the entries move (growth, replace_with), with the first
   // entry's address (null while there is none): the runtime's LRFU index reads each state's
-  // score and last access where the entry keeps them.
-  void on_entries_moved(std::function<void(const StoreEntry *)> fn) {
+  // score and last access where the entry keeps them, and keeps its stamp there.
+  void on_entries_moved(std::function<void(StoreEntry *)> fn) {
     moved_ = std::move(fn);
     if (moved_) moved_(entries_.data());
   }
@@ -158,7 +161,8 @@ public:
   // load() is open + read + this. Throws CXLT_ERROR_CORRUPT as load() does.
   static LoadedCheckpoint parse_checkpoint(std::string_view bytes, const std::string &path);
   // Replace the whole content by a loaded checkpoint (all states non-resident). Throws (and
-  // changes nothing) if the checkpoint holds more states than a bounded store's capacity.
+  // changes nothing) if the checkpoint holds more states than a bounded store's capacity. Every
+  // entry's policy stamp starts at zero: call it only while no policy keeps an entry of an id.
   void replace_with(const LoadedCheckpoint &cp);
 
   // Invariant check for tests; empty when valid.
@@ -206,6 +210,14 @@ private:
   void fheap_sift_up(size_t i) noexcept;
   void fheap_sift_down(size_t i) noexcept;
   NodeId allocate_id();
+  // A fresh state in an id's entry for a new key: a new generation, the policy stamp kept.
+  void reset_entry(NodeId id) noexcept {
+    StoreEntry &e = entries_[id];
+    const Residency was = e.res;
+    e = StoreEntry{};
+    e.res.generation = was.generation + 1;
+    e.res.policy_stamp = was.policy_stamp;
+  }
 
   StoreOptions opt_;
   PodVector<StoreEntry> entries_;
@@ -222,7 +234,7 @@ private:
   std::vector<NodeId> fheap_;
   std::vector<ForgetKey> fkey_;
   std::vector<uint32_t> fpos_;
-  std::function<void(const StoreEntry *)> moved_;  // on_entries_moved
+  std::function<void(StoreEntry *)> moved_;  // on_entries_moved
 };
 
 }  // namespace cxltier

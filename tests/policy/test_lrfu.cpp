@@ -559,12 +559,14 @@ TEST(LrfuIndex, NegativeZeroScoreIsTheLowest) {
 // record another index owns (the places left in its pending list included).
 TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
   // The states live in 64-byte lines, as a score store keeps them. With `external`, the
-  // indexes read each id's score and last access there (as the runtime's do) instead of
-  // keeping copies, and the lines move to a new array halfway, republished.
+  // indexes read each id's score and last access there and keep its stamp there (as the
+  // runtime's do) instead of in their records, and the lines move to a new array halfway,
+  // republished.
   struct Line {
     Key key;
     PolicyState st;
-    uint64_t pad[2];
+    uint32_t stamp;
+    uint32_t pad[3];
   };
   static_assert(sizeof(Line) == 64);
   for (int mode = 0; mode < 4; ++mode) {
@@ -583,7 +585,7 @@ TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
     constexpr NodeId kIds = 400;
     for (auto &t : tiers) t->reserve_ids(kIds);
     auto lines = std::make_unique<std::vector<Line>>(kIds);
-    auto publish = [&] { shared->external_states(&(*lines)[0].st.score, sizeof(Line)); };
+    auto publish = [&] { shared->external_states(&(*lines)[0].st.score, &(*lines)[0].stamp, sizeof(Line)); };
     if (external) publish();
     struct States {  // st[id]: the id's line's state, wherever the lines are now
       std::unique_ptr<std::vector<Line>> *lines;

@@ -437,3 +437,33 @@ TEST(ScoreStore, SurvivesKillDuringCheckpoint) {
     if (e.path().filename().string().find("tmp") != std::string::npos) ++temps;
   EXPECT_EQ(temps, 0);
 }
+
+// The runtime's LRFU indexes keep each id's stamp in its entry (lrfu_id_records.hpp): a heap may
+// still hold an entry made before the id was erased or forgotten, so the stamp must outlive the
+// key, whatever the new key's state, while generation and state start afresh.
+TEST(ScoreStore, PolicyStampOutlivesTheKey) {
+  ScoreStore s(StoreOptions{4, PolicyKind::lrfu, {}});
+  NodeId ids[4];
+  for (uint64_t i = 0; i < 4; ++i) {
+    ids[i] = s.insert(k(i), nullptr);
+    EXPECT_EQ(s[ids[i]].res.policy_stamp, 0u);  // a fresh entry's is zero
+    s[ids[i]].res.policy_stamp = 100 + static_cast<uint32_t>(i);
+    s[ids[i]].st = PolicyState{0.1 * static_cast<double>(i + 1), i + 1, 1, i + 1};
+  }
+  // Erased, then reused for another key.
+  const uint32_t gen = s[ids[2]].res.generation;
+  s.erase(ids[2]);
+  const NodeId again = s.insert(k(10), nullptr);
+  ASSERT_EQ(again, ids[2]);
+  EXPECT_EQ(s[again].res.policy_stamp, 102u);
+  EXPECT_NE(s[again].res.generation, gen);
+  EXPECT_EQ(s[again].st.score, 0.0);
+  // Forgotten (the store is full), and the id reused.
+  NodeId forgotten = kNoNode;
+  const NodeId reused = s.insert(k(11), &forgotten);
+  ASSERT_NE(forgotten, kNoNode);
+  EXPECT_EQ(reused, forgotten);
+  EXPECT_EQ(s[reused].res.policy_stamp, 100u + static_cast<uint32_t>(std::find(ids, ids + 4, reused) - ids));
+  EXPECT_EQ(s[reused].st.tick, 0u);
+  EXPECT_EQ(s.validate(), "");
+}
