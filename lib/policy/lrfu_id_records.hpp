@@ -3,10 +3,10 @@
 // at most one tier's index at a time (the runtime takes it out of one before it puts it in
 // another), so the tiers' indexes share one record per id instead of keeping one each: 16
 // bytes an id whatever the number of tiers. The record names the index that owns it; the
-// others read it only through heap entries, whose version it outdates (every insert, erase
-// and access bumps the version, so an entry made by one index never matches a record another
-// has written since), and through places left in their pending lists, which they skip unless
-// they own the record.
+// others read an id's state only through heap entries, whose version its stamp outdates (every
+// insert, erase and access bumps the version, so an entry made by one index never matches a
+// stamp another has written since), and through places left in their pending lists, which they
+// skip unless they own the record.
 //
 // An id's score and last access (what an index orders it by), and its stamp (its version and
 // pending bit, which every access writes), are either kept here, beside the records (the
@@ -20,8 +20,9 @@
 // use), and a fresh one is zero; it may start stamps afresh only while no index holds any
 // entry, stale ones included.
 //
-// Not thread-safe beyond what the indexes promise: records of different ids may be written
-// at once (the runtime's drain applied in parts); growth only while no index is in use.
+// Not thread-safe beyond what the indexes promise: stamps and states of different ids may be
+// written at once (the runtime's drain applied in parts, which writes them in its store lines);
+// growth only while no index is in use.
 #pragma once
 
 #include "lib/core/assert.hpp"
@@ -79,8 +80,9 @@ struct LrfuIdView {
   size_t stride = sizeof(LrfuStateAt);
   LrfuStateAt *own_states = nullptr;
   // Id i's stamp is stamps[i << stamp_shift]: in its record, or where the owner keeps it (a
-  // shift: the access's address costs no multiply). Typed: a write through a uint32_t may alias
-  // no member of an index, so it costs no reloads.
+  // shift: the access's address costs no multiply). Typed: a store through a uint32_t * may
+  // alias only uint32_t objects, not the pointers, sizes and doubles an access reads after it,
+  // which a char-typed store (memcpy) made the compiler load again.
   uint32_t *stamps = nullptr;
   unsigned stamp_shift = 2;  // 16-byte records
 
@@ -98,7 +100,6 @@ struct LrfuIdView {
   }
   uint32_t stamp(size_t i) const noexcept { return stamps[i << stamp_shift]; }
   void set_stamp(size_t i, uint32_t v) const noexcept { stamps[i << stamp_shift] = v; }
-  const void *stamp_address(size_t i) const noexcept { return stamps + (i << stamp_shift); }
 };
 
 // The arrays, and the views of the indexes that share them.

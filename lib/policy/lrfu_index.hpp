@@ -104,7 +104,8 @@ public:
   void note_pending(NodeId id) noexcept override;
   void note_pending_bound(double s, uint64_t t) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
-  // Inline (below): the drain prefetches one record per access through a typed pointer.
+  // Inline (below): the record, for an insert, erase or search of the id soon (an access
+  // writes the stamp only: in a runtime, in the store line its owner prefetches).
   void prefetch(NodeId id) const noexcept override;
   size_t size() const noexcept override { return live_.size(); }
   std::string validate() const override;
@@ -455,10 +456,8 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
 // Always inline: a plain inline call of this function, which writes no memory, can be removed
 // whole as a call without effect before it is inlined (GCC 12 did, and the drain at 1M
 // resident blocks lost its record prefetch: half its speed).
-// What an access writes: the stamp (in the record, or the owner's line) and, in an index on its
-// own, the state beside the records.
 [[gnu::always_inline]] inline void LrfuIndex::prefetch(NodeId id) const noexcept {
-  if (id < ids_.size()) __builtin_prefetch(ids_.stamp_address(id), 1);
+  if (id < ids_.size()) __builtin_prefetch(&ids_[id], 1);
 }
 
 }  // namespace cxltier

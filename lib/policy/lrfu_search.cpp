@@ -437,7 +437,8 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
   // The next search in this step most likely takes one of the entries behind the victim (its
   // children: one of them rises to its place once the victim's entry is dropped), and asks for
   // its eligibility then: a state line that is seldom cached, as the blocks waited longest. Its
-  // record here, which the next search reads to see whether the entry is stale, is warmed too.
+  // record, which the victim's erase reads and writes, is warmed too (its stamp, which the next
+  // search reads to see whether the entry is stale, is in that state line in a runtime).
   auto warm_next = [this](NodeId id, Eligible &el) {
     prefetch(id);
     el.warm(id);

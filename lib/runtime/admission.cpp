@@ -283,7 +283,7 @@ void Runtime::reference_many(const Key *keys, const float *attention, const uint
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   // Three stages ahead of the reference being taken: the key's home slot, then the entry the
-  // slot names, then the index record of the tier the entry names (each once the line before
+  // slot names, then the index lines its access or admission writes (each once the line before
   // it has had time to arrive). A hint that went stale (the store grew) costs nothing.
   // The id a slot named is kept (a ring of kEntryAhead) for the third stage.
   constexpr size_t kSlotAhead = 12, kEntryAhead = 6, kIndexAhead = 3;
@@ -297,7 +297,7 @@ void Runtime::reference_many(const Key *keys, const float *attention, const uint
     if (ahead[i] != kNoNode) m.prefetch_access(ahead[i], false);
   }
   for (size_t i = 0; i < std::min(n, kIndexAhead); ++i)
-    if (ahead[i] != kNoNode) m.prefetch_access(ahead[i], true);
+    if (ahead[i] != kNoNode) m.prefetch_reference(ahead[i]);
   for (size_t i = 0; i < n; ++i) {
     if (i + kSlotAhead < n) m.store->prefetch_home(keys[i + kSlotAhead]);
     if (i + kEntryAhead < n) {
@@ -307,7 +307,7 @@ void Runtime::reference_many(const Key *keys, const float *attention, const uint
     }
     if (i + kIndexAhead < n) {
       const NodeId id = ahead[(i + kIndexAhead) % kEntryAhead];
-      if (id != kNoNode) m.prefetch_access(id, true);
+      if (id != kNoNode) m.prefetch_reference(id);
     }
     out[i] = m.reference_locked(lk, keys[i], attention ? attention[i] : 1.0f, next_use ? next_use[i] : UINT64_MAX);
   }

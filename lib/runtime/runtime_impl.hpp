@@ -224,10 +224,10 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     update_state(e, attention, ++tick);
     ++accesses;
   }
-  // Prefetch for a record some places on: the store line first (index false), then, once it
+  // Prefetch for an access some places on: the store line first (index false), then, once it
   // has had time to arrive, the index lines of the tier it names (index true): with LRFU none
-  // (the store line is all an access writes), with one tier without reading the line. Inline, and through the typed LRFU index where there
-  // is one: the drain calls it twice per access.
+  // (the store line is all an LRFU access writes), with one tier without reading the line.
+  // Inline: the drain calls it twice per access.
   [[gnu::always_inline]] void prefetch_access(NodeId id, bool index) const noexcept {
     if (id >= store->id_limit()) return;
     const StoreEntry &e = (*store)[id];
@@ -244,6 +244,16 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
       return;
     }
     if (e.res.tier >= 0 && static_cast<size_t>(e.res.tier) < tiers.size()) tiers[e.res.tier].policy->prefetch(id);
+  }
+  // The same for a reference some places on, once its store line has had time to arrive: an
+  // LRFU admission (the block resident nowhere) writes the id's record as well as its stamp, a
+  // hit the store line only.
+  [[gnu::always_inline]] void prefetch_reference(NodeId id) const noexcept {
+    if (tiers[0].lrfu == nullptr) {
+      prefetch_access(id, true);
+      return;
+    }
+    if (id < store->id_limit() && (*store)[id].res.tier < 0) tiers[0].lrfu->prefetch(id);
   }
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;

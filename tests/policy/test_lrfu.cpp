@@ -631,12 +631,19 @@ TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
         st[id].score = lrfu_access(st[id].score, now - st[id].last_access, static_cast<float>(rng() % 100) / 100.0f, params);
         st[id].last_access = now;
         LrfuIndex &ix = *tiers[where[id]];
+        const uint32_t stamp_before = (*lines)[id].stamp;
         if (split) {
           ix.prepare_access_own(1);
           if (ix.access_own(id, st[id])) ix.note_pending(id);
           ix.note_pending_bound(st[id].score, st[id].last_access);
         } else {
           ix.access(id, st[id]);
+        }
+        if (external) {  // the access wrote its stamp in the line: a new version, pending
+          ASSERT_NE((*lines)[id].stamp >> 1, stamp_before >> 1);
+          ASSERT_EQ((*lines)[id].stamp & 1u, 1u);
+        } else {
+          ASSERT_EQ((*lines)[id].stamp, 0u);  // the records keep it
         }
       } else if (op < 7 && where[id] > 0) {  // promoted one tier up
         const int up = where[id] - 1;
