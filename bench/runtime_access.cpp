@@ -286,6 +286,45 @@ void BM_TouchLines(benchmark::State &state) {
 }
 BENCHMARK(BM_TouchLines)->ArgsProduct({{1 << 20}, {1, 2, 3}})->ArgNames({"resident", "lines"});
 
+// The floor of a layout whose handle check reads the block's line itself, with no residency
+// word: a check pass over the batch reads each line's generation (as the engine's thread would),
+// then the update pass writes the same lines, which a batch's 4,096 lines (256 KiB) leave
+// cached. One random line a block from memory, read twice.
+void BM_TouchLineChecked(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  const size_t n = static_cast<size_t>(state.range(0));
+  Resident &r = resident(n, false);
+  const size_t k = r.batch;
+  std::vector<uint32_t> ids(r.handles.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(r.handles[i] & 0xffffffffu) % n;
+  std::unique_ptr<TouchLine, decltype(&std::free)> line(huge_array<TouchLine>(n), &std::free);
+  const cxltier::LrfuParams params;
+  constexpr size_t kCheckAhead = 64, kLineAhead = 16;  // the runtime's distances
+  uint64_t now = 1, bad = 0;
+  size_t b = 0;
+  for (auto _ : state) {
+    const uint32_t *id = ids.data() + b * k;
+    const float *a = r.attention.data() + b * k;
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kCheckAhead < k) __builtin_prefetch(line.get() + id[i + kCheckAhead]);
+      bad += line.get()[id[i]].pad[0] != 0;  // the generation a handle names
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kLineAhead < k) __builtin_prefetch(line.get() + id[i + kLineAhead], 1);
+      cxltier::PolicyState &s = line.get()[id[i]].st;
+      s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
+      s.last_access = now;
+      ++s.accesses;
+    }
+    ++now;
+    benchmark::ClobberMemory();
+    b = (b + 1) % kBatches;
+  }
+  benchmark::DoNotOptimize(bad);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+}
+BENCHMARK(BM_TouchLineChecked)->Arg(1 << 20)->ArgName("resident");
+
 // Two engine threads record the accesses of one step, each half of the batch; thread 0 then
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
 // one-thread to the two-thread time is the two-thread total rate over one thread's.
@@ -318,6 +357,8 @@ CXLT_BENCH_RATIO("one random line a block, nothing else, vs unordered_map update
                  "BM_TouchLines/resident:1048576/lines:1", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("access by handle vs its two random lines touched with nothing else, 1M resident, random",
                  "BM_AccessHandles/resident:1048576/runs:0", "BM_TouchLines/resident:1048576/lines:2", 0);
+CXLT_BENCH_RATIO("one random line a block, checked in a pass before, vs unordered_map update, 1M resident, random",
+                 "BM_TouchLineChecked/resident:1048576", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("two random lines a block, nothing else, vs unordered_map update, 1M resident, random",
                  "BM_TouchLines/resident:1048576/lines:2", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("access by handle, one admission a step, vs unordered_map update, 1M resident, random",
