@@ -210,8 +210,9 @@ void BM_AccessHashMap(benchmark::State &state) {
 BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})->ArgNames({"resident", "runs"});
 
 // What the memory alone allows: the same batches' blocks, each touching `lines` random cache
-// lines that hold nothing but an LRFU state, with the prefetch distance the runtime's drain
-// uses and no other bookkeeping. lines 2 is the runtime's layout at 1M resident (an 8-byte
+// lines that hold nothing but an LRFU state, with the prefetch distances the runtime uses (64
+// ahead in the check pass, as its engine threads' handle check; 16 in the update pass, as its
+// drain) and no other bookkeeping. lines 2 is the runtime's layout at 1M resident (an 8-byte
 // residency word checked first over the batch, then the 64-byte store line, which holds the
 // index's stamp too); lines 3 adds the index record an access also updated until the stamp
 // moved to the store line (32 bytes here, as the record was before its score and step moved
@@ -219,6 +220,10 @@ BENCHMARK(BM_AccessHashMap)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})-
 // with no residency check. Huge pages as the runtime asks for them. The runtime's time over
 // these is what its bookkeeping adds to its memory traffic; the map's time over lines 1 is the
 // most any layout with one random line per access could reach against the map on this machine.
+// checked 1 (with lines 1) is a layout whose handle check reads the block's line itself, with
+// no residency word: a check pass reads each line (the generation a handle names, as the
+// engine's thread would), and the update pass finds most of the batch's 4,096 lines (256 KiB)
+// still cached: one random line a block from memory, read twice.
 struct alignas(64) TouchLine {
   cxltier::PolicyState st;
   uint64_t pad[4];
@@ -244,6 +249,7 @@ void BM_TouchLines(benchmark::State &state) {
   cxlt_bench::pin_to_bench_cpu();
   const size_t n = static_cast<size_t>(state.range(0));
   const int lines = static_cast<int>(state.range(1));
+  const bool checked = state.range(2) != 0;  // lines 1 only: the check pass reads the line itself
   Resident &r = resident(n, false);
   const size_t k = r.batch;
   std::vector<uint32_t> ids(r.handles.size());
@@ -252,7 +258,7 @@ void BM_TouchLines(benchmark::State &state) {
   std::unique_ptr<TouchLine, decltype(&std::free)> line(huge_array<TouchLine>(n), &std::free);
   std::unique_ptr<TouchRecord, decltype(&std::free)> rec(huge_array<TouchRecord>(n), &std::free);
   const cxltier::LrfuParams params;
-  constexpr size_t kLineAhead = 16, kRecordAhead = 8;
+  constexpr size_t kCheckAhead = 64, kLineAhead = 16, kRecordAhead = 8;  // the runtime's distances
   uint64_t now = 1, bad = 0;
   size_t b = 0;
   for (auto _ : state) {
@@ -260,8 +266,13 @@ void BM_TouchLines(benchmark::State &state) {
     const float *a = r.attention.data() + b * k;
     if (lines >= 2)
       for (size_t i = 0; i < k; ++i) {
-        if (i + kLineAhead < k) __builtin_prefetch(words.get() + id[i + kLineAhead]);
+        if (i + kCheckAhead < k) __builtin_prefetch(words.get() + id[i + kCheckAhead]);
         bad += words.get()[id[i]] != 0;
+      }
+    else if (checked)
+      for (size_t i = 0; i < k; ++i) {
+        if (i + kCheckAhead < k) __builtin_prefetch(line.get() + id[i + kCheckAhead]);
+        bad += line.get()[id[i]].pad[0] != 0;  // the generation a handle names
       }
     for (size_t i = 0; i < k; ++i) {
       if (i + kLineAhead < k) __builtin_prefetch(line.get() + id[i + kLineAhead], 1);
@@ -284,46 +295,12 @@ void BM_TouchLines(benchmark::State &state) {
   benchmark::DoNotOptimize(bad);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
 }
-BENCHMARK(BM_TouchLines)->ArgsProduct({{1 << 20}, {1, 2, 3}})->ArgNames({"resident", "lines"});
-
-// The floor of a layout whose handle check reads the block's line itself, with no residency
-// word: a check pass over the batch reads each line's generation (as the engine's thread would),
-// then the update pass writes the same lines, which a batch's 4,096 lines (256 KiB) leave
-// cached. One random line a block from memory, read twice.
-void BM_TouchLineChecked(benchmark::State &state) {
-  cxlt_bench::pin_to_bench_cpu();
-  const size_t n = static_cast<size_t>(state.range(0));
-  Resident &r = resident(n, false);
-  const size_t k = r.batch;
-  std::vector<uint32_t> ids(r.handles.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(r.handles[i] & 0xffffffffu) % n;
-  std::unique_ptr<TouchLine, decltype(&std::free)> line(huge_array<TouchLine>(n), &std::free);
-  const cxltier::LrfuParams params;
-  constexpr size_t kCheckAhead = 64, kLineAhead = 16;  // the runtime's distances
-  uint64_t now = 1, bad = 0;
-  size_t b = 0;
-  for (auto _ : state) {
-    const uint32_t *id = ids.data() + b * k;
-    const float *a = r.attention.data() + b * k;
-    for (size_t i = 0; i < k; ++i) {
-      if (i + kCheckAhead < k) __builtin_prefetch(line.get() + id[i + kCheckAhead]);
-      bad += line.get()[id[i]].pad[0] != 0;  // the generation a handle names
-    }
-    for (size_t i = 0; i < k; ++i) {
-      if (i + kLineAhead < k) __builtin_prefetch(line.get() + id[i + kLineAhead], 1);
-      cxltier::PolicyState &s = line.get()[id[i]].st;
-      s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
-      s.last_access = now;
-      ++s.accesses;
-    }
-    ++now;
-    benchmark::ClobberMemory();
-    b = (b + 1) % kBatches;
-  }
-  benchmark::DoNotOptimize(bad);
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
-}
-BENCHMARK(BM_TouchLineChecked)->Arg(1 << 20)->ArgName("resident");
+BENCHMARK(BM_TouchLines)
+    ->Args({1 << 20, 1, 0})
+    ->Args({1 << 20, 1, 1})
+    ->Args({1 << 20, 2, 0})
+    ->Args({1 << 20, 3, 0})
+    ->ArgNames({"resident", "lines", "checked"});
 
 // Two engine threads record the accesses of one step, each half of the batch; thread 0 then
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
@@ -354,13 +331,13 @@ BENCHMARK(BM_AccessHandlesThreads)
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
                  "BM_AccessHashMap/resident:1048576/runs:0", 8);
 CXLT_BENCH_RATIO("one random line a block, nothing else, vs unordered_map update, 1M resident, random",
-                 "BM_TouchLines/resident:1048576/lines:1", "BM_AccessHashMap/resident:1048576/runs:0", 0);
+                 "BM_TouchLines/resident:1048576/lines:1/checked:0", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("access by handle vs its two random lines touched with nothing else, 1M resident, random",
-                 "BM_AccessHandles/resident:1048576/runs:0", "BM_TouchLines/resident:1048576/lines:2", 0);
+                 "BM_AccessHandles/resident:1048576/runs:0", "BM_TouchLines/resident:1048576/lines:2/checked:0", 0);
 CXLT_BENCH_RATIO("one random line a block, checked in a pass before, vs unordered_map update, 1M resident, random",
-                 "BM_TouchLineChecked/resident:1048576", "BM_AccessHashMap/resident:1048576/runs:0", 0);
+                 "BM_TouchLines/resident:1048576/lines:1/checked:1", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("two random lines a block, nothing else, vs unordered_map update, 1M resident, random",
-                 "BM_TouchLines/resident:1048576/lines:2", "BM_AccessHashMap/resident:1048576/runs:0", 0);
+                 "BM_TouchLines/resident:1048576/lines:2/checked:0", "BM_AccessHashMap/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("access by handle, one admission a step, vs unordered_map update, 1M resident, random",
                  "BM_AccessHandlesThenAdmit/resident:1048576/runs:0", "BM_AccessHashMap/resident:1048576/runs:0", 8);
 CXLT_BENCH_RATIO("access by handle, one admission a step, vs unordered_map update, 1K resident, random",
