@@ -102,6 +102,12 @@ public:
   void prepare_access_own(size_t n) noexcept override;
   bool access_own(NodeId id, const PolicyState &st) noexcept override;  // inline (below), as access()
   void note_pending(NodeId id) noexcept override;
+  // note_pending for an id whose access_own returned true, in the thread that called
+  // prepare_access_own for the round, which made room: the id joins the list, no flush needed.
+  void note_pending_prepared(NodeId id) noexcept {
+    cxlt_assert_internal(pending_.size() < pending_.capacity() && lrfu_stamp::pending(ids_.stamp(id)));
+    pending_.push_back(id);
+  }
   void note_pending_bound(double s, uint64_t t) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
   // Inline (below): the record, for an insert, erase or search of the id soon (an access

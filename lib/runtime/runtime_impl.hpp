@@ -258,6 +258,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;
   std::atomic<bool> prefetch_ahead{false};  // see prefetch_pays (access_log.cpp)
+  bool all_lrfu = false;  // every tier's policy is the LRFU index (set at open)
   // --- parallel_drain.cpp: a drain applied by the draining thread and waiting engine threads.
   ParallelDrain par;
   bool drain_in_parts() noexcept;  // [mu held] false: not worth it here, drain serially

@@ -205,6 +205,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     m->tiers.push_back(std::move(t));
   }
   if (m->tiers.empty()) fail(CXLT_ERROR_CONFIG, "tiers: no tier to run on");
+  m->all_lrfu = std::all_of(m->tiers.begin(), m->tiers.end(), [](const TierRt &t) { return t.lrfu != nullptr; });
   if (cfg.verify_copies)
     for (const TierRt &t : m->tiers)
       if (!t.host && !t.no_bytes)
@@ -329,6 +330,7 @@ Runtime::~Runtime() {
     std::fprintf(stderr, "cxltier: final score-store checkpoint failed: %s\n", e.what());
   }
   // Pools before backends (the pool returns its extents to the backend).
+  m.all_lrfu = false;
   for (TierRt &t : m.tiers) {
     t.lrfu = nullptr;
     t.policy.reset();

@@ -19,6 +19,7 @@
 #include <string>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace cxltier;
@@ -247,6 +248,103 @@ TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
   three.store_capacity = 2 * kBlocks;
   three.audit = true;  // every victim the mover's promotions ask for is checked by a full scan
   drain_in_parts_round_trip(three, kBlocks);
+}
+
+// One engine thread's accesses by handle, drained in order by the thread that holds the mutex,
+// against access by key (the locked path), on the same randomized workload in two runtimes:
+// admissions into full tiers (demotions, drops and the LRFU victim searches that choose them),
+// batches with repeated blocks, attention values that tie, releases, and states forgotten when
+// the store is full. Every decision must come out alike: after every step each key has the same
+// state and tier in both. Run below and above the id count from which the drain prefetches, in
+// both score modes, with a batch larger than a buffer now and then (applied at the call).
+TEST(AccessLog, DrainDecidesAsTheLockedPath) {
+  for (const uint32_t scale : {64u, 8192u}) {
+    for (const auto &[mode, beta] : {std::pair{ScoreMode::touch, 0.1}, std::pair{ScoreMode::decay, 0.1},
+                                     std::pair{ScoreMode::touch, 0.0}}) {
+      SCOPED_TRACE("scale " + std::to_string(scale) + ", mode " + score_mode_name(mode) + ", beta " +
+                   std::to_string(beta));
+      RuntimeConfig cfg = cxlt_test::three_tier_config(scale / 4, scale / 2, scale, "null");
+      cfg.synchronous = true;  // no mover: the two runtimes see the same sequence of calls
+      cfg.promotion = PromotionRule::never;  // a synchronous promotion takes the locked path
+      cfg.store_capacity = 2 * scale;        // below the keys used: states are forgotten too
+      cfg.lrfu.mode = mode;
+      // An access of zero attention halves the score. With beta 0.1 (large) many blocks of
+      // different ages tie once decayed; with beta 0 the order is by score alone, and a block
+      // accessed since the last victim search can be the next victim, which only the index's
+      // bounds on its pending blocks find.
+      cfg.lrfu.alpha = 0.5;
+      cfg.lrfu.beta = beta;
+      auto by_handle = Runtime::open(cfg);
+      auto by_key = Runtime::open(cfg);
+      const uint32_t universe = 3 * scale;
+      std::vector<uint64_t> handle(universe, 0);  // by_handle's handle of a resident key, else 0
+      std::mt19937_64 rng(scale * 4 + static_cast<unsigned>(mode) * 2 + (beta == 0.0));
+      const float ties[4] = {1.0f, 0.5f, 0.0f, 0.0f};
+      std::vector<uint64_t> hs;
+      std::vector<Key> keys;
+      std::vector<float> att;
+      std::vector<uint32_t> resident;
+      for (int step = 0; step < 30; ++step) {
+        for (uint32_t j = 0; j < scale / 4; ++j) {
+          const uint32_t k = static_cast<uint32_t>(rng() % universe);
+          handle[k] = by_handle->admit(K(k)).handle;
+          by_key->admit(K(k));
+        }
+        resident.clear();
+        for (uint32_t k = 0; k < universe; ++k) {
+          cxlt_policy_state_t st{};
+          if (handle[k] != 0 && by_handle->policy_state(K(k), &st) && st.tier >= 0)
+            resident.push_back(k);
+          else
+            handle[k] = 0;
+        }
+        ASSERT_FALSE(resident.empty());
+        // Mostly small batches, which leave most blocks unaccessed since the last victim search
+        // (the index's pending list and its bounds decide then), some that touch nearly all.
+        size_t n = 1 + rng() % (step % 3 == 0 ? 2 * scale : scale / 16);
+        if (step % 7 == 6 && scale > AccessLog::kCapacity) n = AccessLog::kCapacity + 100;
+        hs.clear();
+        keys.clear();
+        att.clear();
+        for (size_t i = 0; i < n; ++i) {
+          const uint32_t k = resident[rng() % resident.size()];
+          hs.push_back(handle[k]);
+          keys.push_back(K(k));
+          att.push_back(rng() % 4 == 0 ? static_cast<float>(rng() % 1000) / 1000.0f : ties[rng() % 4]);
+        }
+        by_handle->access_handles(hs.data(), att.data(), n);
+        by_key->access(keys.data(), att.data(), n);
+        // Release a few blocks the batch accessed (an access clears a release): the next batch
+        // that accesses one clears it again, in the drain as in the locked path.
+        for (size_t r = 0; r < 3 && r < n; ++r) {
+          if (r > 0 && keys[r] == keys[0]) continue;
+          if (r > 1 && keys[r] == keys[1]) continue;
+          by_handle->release(keys[r], false);
+          by_key->release(keys[r], false);
+        }
+        by_handle->step();
+        by_key->step();
+        for (uint32_t k = 0; k < universe; ++k) {
+          cxlt_policy_state_t a{}, b{};
+          const bool ka = by_handle->policy_state(K(k), &a), kb = by_key->policy_state(K(k), &b);
+          ASSERT_EQ(ka, kb) << "key " << k << " at step " << step;
+          if (!ka) continue;
+          ASSERT_EQ(a.tier, b.tier) << "key " << k << " at step " << step;
+          ASSERT_EQ(a.score, b.score) << "key " << k << " at step " << step;
+          ASSERT_EQ(a.accesses, b.accesses) << "key " << k << " at step " << step;
+          ASSERT_EQ(a.last_access_step, b.last_access_step) << "key " << k << " at step " << step;
+        }
+      }
+      const auto sa = by_handle->stats(), sb = by_key->stats();
+      EXPECT_EQ(sa.accesses, sb.accesses);
+      for (size_t t = 0; t < 3; ++t) EXPECT_EQ(sa.tier[t].hits, sb.tier[t].hits) << "tier " << t;
+      EXPECT_EQ(sa.demotions, sb.demotions);
+      EXPECT_EQ(sa.drops, sb.drops);
+      EXPECT_GT(sa.drops, 0u) << "no block left the last tier: the victim searches went untested";
+      EXPECT_EQ(by_handle->validate(), "");
+      EXPECT_EQ(by_key->validate(), "");
+    }
+  }
 }
 
 // The residency table grows in chunks of 2^kChunkBits ids: words on both sides of a chunk
