@@ -76,15 +76,27 @@ inline void wait_round(unsigned i) noexcept {
 }  // namespace
 
 void Runtime::Impl::apply_part(unsigned p) noexcept {
-  ParallelDrain::Part &part = par.parts[p];
+  // The part's counters in a copy on this thread's stack while its records are applied: the
+  // part's slot may alias the store lines the loop writes (members of the same types), so the
+  // compiler would load and store its counters again for every access (as apply_in_order_lrfu
+  // in access_log.cpp keeps its running values in locals).
+  ParallelDrain::Part part = par.parts[p];
   AccessRecord *r = par.records.get() + part.begin;
   const size_t n = part.end - part.begin;
   constexpr size_t kStoreAhead = 16, kIndexAhead = 8;  // as apply_in_order (access_log.cpp)
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
-    if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
-    apply_access_own(r[i], part);
+  if (all_lrfu) {  // an LRFU access writes the store line only: no index lines to fetch
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
+      apply_access_own(r[i], part);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
+      if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
+      apply_access_own(r[i], part);
+    }
   }
+  par.parts[p] = part;
 }
 
 // Step 3: claim and apply parts until none is left. Returns how many this thread applied.
