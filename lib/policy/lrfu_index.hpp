@@ -102,6 +102,16 @@ public:
   void prepare_access_own(size_t n) noexcept override;
   bool access_own(NodeId id, const PolicyState &st) noexcept override;  // inline (below), as access()
   void note_pending(NodeId id) noexcept override;
+  // access_own where the owner keeps the states and stamps (external_states), called with the
+  // id's stamp, which the owner has at hand (a runtime: in the store line the access writes):
+  // no address to compute, and no state to copy.
+  bool access_own_external([[maybe_unused]] NodeId id, uint32_t &stamp) noexcept {
+    cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_ &&
+                         ids_.own_states == nullptr && &stamp == &ids_.stamps[size_t{id} << ids_.stamp_shift]);
+    const uint32_t w = stamp;
+    stamp = (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending;
+    return !lrfu_stamp::pending(w);
+  }
   // note_pending for an id whose access_own returned true, in the thread that called
   // prepare_access_own for the round, which made room: the id joins the list, no flush needed.
   void note_pending_prepared(NodeId id) noexcept {

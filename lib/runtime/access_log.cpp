@@ -208,7 +208,7 @@ void apply_in_order_lrfu(Runtime::Impl &m, size_t n, Rec rec) noexcept {
     // the core's store buffer until the line comes, and a full buffer stalls the loop.
     if (e.res.flags & kFlagReleased) e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
     if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
-      if (lrfu[t]->access_own(r.id, e.st)) lrfu[t]->note_pending_prepared(r.id);
+      if (lrfu[t]->access_own_external(r.id, e.res.policy_stamp)) lrfu[t]->note_pending_prepared(r.id);
       min_score[t] = std::min(min_score[t], e.st.score);
     }
     ++hits[t];

@@ -290,7 +290,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     uint32_t out = ParallelDrain::kApplied | t;
     if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
       const TierRt &tr = tiers[t];
-      if (tr.lrfu != nullptr ? tr.lrfu->access_own(id, e.st) : tr.policy->access_own(id, e.st)) {
+      if (tr.lrfu != nullptr ? tr.lrfu->access_own_external(id, e.res.policy_stamp) : tr.policy->access_own(id, e.st)) {
         out |= ParallelDrain::kNotePending;
         ++part.notes;
       }
