@@ -80,7 +80,8 @@ public:
   virtual NodeId victim(uint64_t now, Eligible eligible) noexcept = 0;  // kNoNode if none
   virtual void before_admit(NodeId /*id*/, const Key & /*key*/) noexcept {}
   virtual void forget(NodeId /*id*/) noexcept {}
-  // Access applied by several threads at once (the runtime's parallel drain). A policy whose
+  // Access applied by several threads at once (the runtime's parallel drain), or by one in
+  // rounds (its serial drain, with LRFU in every tier). A policy whose
   // splits_access() is true divides access(id, st) in two:
   //  - access_own(id, st) touches only id's own per-block data, so calls for different ids may
   //    run at the same time in different threads (never two for one id at once). It returns

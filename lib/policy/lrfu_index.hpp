@@ -105,7 +105,7 @@ public:
   // access_own where the owner keeps the states and stamps (external_states), called with the
   // id's stamp, which the owner has at hand (a runtime: in the store line the access writes):
   // no address to compute, and no state to copy.
-  bool access_own_external([[maybe_unused]] NodeId id, uint32_t &stamp) noexcept {
+  [[gnu::always_inline]] bool access_own_external([[maybe_unused]] NodeId id, uint32_t &stamp) noexcept {
     cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_ &&
                          ids_.own_states == nullptr && &stamp == &ids_.stamps[size_t{id} << ids_.stamp_shift]);
     const uint32_t w = stamp;
@@ -438,7 +438,8 @@ inline double LrfuIndex::prio_d(double s, uint64_t d) const noexcept {
 
 inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept { return prio_d(s, now >= t ? now - t : 0); }
 
-// Inline: the runtime calls it for every access it applies (its drain, access by key, reference),
+// Inline: the runtime calls it for every access it applies by key or reference (its drains use
+// the split access, access_own_external),
 // through a pointer of this (final) type, so that the common case costs no call at all; only a
 // full pending list calls out (flush_pending).
 [[gnu::always_inline]] inline void LrfuIndex::access(NodeId id, const PolicyState &st) noexcept {
@@ -459,8 +460,8 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
   if (!lrfu_stamp::pending(w)) pending_.push_back(id);
 }
 
-// access() without the pending list and the bounds: the drain in parts calls it for each
-// access (lrfu_index.cpp has the rest of the split access).
+// access() without the pending list and the bounds (lrfu_index.cpp has the rest of the split
+// access); a runtime's drains call access_own_external, which takes the stamp directly.
 [[gnu::always_inline]] inline bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   const uint32_t w = ids_.stamp(id);

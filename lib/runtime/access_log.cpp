@@ -27,8 +27,9 @@
 //     access by key, reference, lookup, move, pin, unpin, release, policy_state, step,
 //     checkpoint, stats, validate, close) and the background mover's pass drain first. Each
 //     shard's active buffer is swapped for its empty one under the shard lock (appenders go on
-//     into the other), then its records are applied in order, M held, with the store line and
-//     the index lines of the record 8 ahead prefetched (or, with several engine threads and many
+//     into the other), then its records are applied in order, M held, with the store line of
+//     the record 16 ahead prefetched (and, for policies other than LRFU, the index lines of the
+//     one 8 ahead) (or, with several engine threads and many
 //     records, sorted into parts by block that the drainer and waiting engine threads apply at
 //     once: parallel_drain.cpp, whose protocol keeps everything this one states). Each record
 //     is checked again: a record
@@ -51,6 +52,7 @@
 // A synchronous runtime with promotions and more than one tier keeps the locked path: there
 // each access may promote at once (promote_sync), which needs M in the caller's thread.
 #include "lib/runtime/runtime_impl.hpp"
+#include "lib/runtime/test_access.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -166,6 +168,8 @@ void Runtime::Impl::note_id_limit() noexcept {
 
 bool Runtime::Impl::prefetch_pays() const noexcept { return prefetch_ahead.load(std::memory_order_relaxed); }
 
+bool RuntimeTestAccess::prefetches_ahead(Runtime &rt) { return rt.impl_->prefetch_pays(); }
+
 namespace {
 // apply_in_order where every tier's policy is the LRFU index: each access is the index's split
 // access (eviction.hpp), as in a drain in parts, applied by this thread alone and in order. An
@@ -175,10 +179,11 @@ namespace {
 // bounds, the runtime's tick and the counters is kept in locals and written once at the end:
 // members of the same types may alias the store line, so each store to the line made the
 // compiler load and store them again for every access. The accesses are note_access's, in the
-// same order: the same states, ticks, counters, pending blocks and bounds (an access's step is
-// `now` throughout a drain), so the same victims (the index's search is exact whatever its
-// inner state). At 1M resident blocks, random, this path runs 1.08x note_access's, at 1K
-// 1.18x (bench/README.md).
+// same order: the same states, ticks and counters, and the same blocks pending with the same
+// bounds (an access's step is `now` throughout a drain) unless the early flush emptied the list
+// and loosened them; so the same victims (the index's search is exact whatever its inner state:
+// AccessLog.DrainDecidesAsTheLockedPath holds the two paths to it). bench/README.md, "The serial
+// drain as the LRFU index's split access", has what it gained.
 template <bool kPrefetch, typename Rec>
 void apply_in_order_lrfu(Runtime::Impl &m, size_t n, Rec rec) noexcept {
   constexpr size_t kStoreAhead = 16;
@@ -226,8 +231,9 @@ void apply_in_order_lrfu(Runtime::Impl &m, size_t n, Rec rec) noexcept {
 }
 
 // Apply n accesses in order (protocol step 3), rec(i) giving the i-th as an AccessRecord. While
-// prefetching pays, the store line of the record 16 ahead and the index lines of the one 8
-// ahead are fetched meanwhile.
+// prefetching pays, the store line of the record 16 ahead is fetched meanwhile, and (for
+// policies other than LRFU, whose access writes the store line only) the index lines of the one
+// 8 ahead.
 template <typename Rec>
 void apply_in_order(Runtime::Impl &m, size_t n, Rec rec) noexcept {
   if (m.all_lrfu) {

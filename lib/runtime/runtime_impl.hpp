@@ -166,8 +166,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     return b;
   }
   // An access to a resident block: its state, its tier's index and counters, the promotion
-  // queue. Inline: the drain applies one per recorded access, the locked paths (access by key
-  // or handle, reference) one per key.
+  // queue. Inline: the locked paths (access by key or handle, reference) apply one per key, and
+  // the drain one per recorded access where a tier's policy is not LRFU (with LRFU in every tier
+  // it applies the split access: apply_in_order_lrfu, access_log.cpp).
   [[gnu::always_inline]] void note_access(NodeId id, float attention) noexcept {
     StoreEntry &e = (*store)[id];
     update_state(e, attention, ++tick);

@@ -19,6 +19,8 @@ struct RuntimeTestAccess {
   // of them that engine threads other than the draining one applied.
   static uint64_t parallel_drains(Runtime &rt);
   static uint64_t parts_helped(Runtime &rt);
+  // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
+  static bool prefetches_ahead(Runtime &rt);
 };
 
 }  // namespace cxltier

@@ -2,7 +2,8 @@
 // Accesses by handle recorded without the runtime's mutex (lib/runtime/access_log.cpp): stale
 // handles still refused at the call, every recorded access visible to the next query, batches
 // larger than a buffer, and engine threads recording while another thread admits, drops,
-// steps and validates (every access that returned is counted exactly once).
+// steps and validates (every access that returned is counted exactly once); and the drain's
+// decisions against the locked path's on the same randomized workload.
 #include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
@@ -341,6 +342,8 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
       EXPECT_EQ(sa.demotions, sb.demotions);
       EXPECT_EQ(sa.drops, sb.drops);
       EXPECT_GT(sa.drops, 0u) << "no block left the last tier: the victim searches went untested";
+      // The larger scale's later steps ran the drain that prefetches (16,384 ids and more).
+      EXPECT_EQ(RuntimeTestAccess::prefetches_ahead(*by_handle), scale > 1024);
       EXPECT_EQ(by_handle->validate(), "");
       EXPECT_EQ(by_key->validate(), "");
     }
