@@ -325,6 +325,10 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
         }
         by_handle->step();
         by_key->step();
+        // Every key at every step at the small scale; at the large one every 5th step and the
+        // last (a decision that differs shows in the states from then on), which keeps the test
+        // to seconds under the sanitizers.
+        if (scale > 1024 && step % 5 != 4) continue;
         for (uint32_t k = 0; k < universe; ++k) {
           cxlt_policy_state_t a{}, b{};
           const bool ka = by_handle->policy_state(K(k), &a), kb = by_key->policy_state(K(k), &b);
