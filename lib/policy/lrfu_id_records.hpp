@@ -59,6 +59,8 @@ constexpr uint32_t kPending = 1;
 constexpr uint32_t kVersionStep = 2;
 constexpr uint32_t version(uint32_t stamp) noexcept { return stamp >> 1; }
 constexpr bool pending(uint32_t stamp) noexcept { return (stamp & kPending) != 0; }
+// The stamp after an access: the next version, pending (the access outdates the id's entry).
+constexpr uint32_t accessed(uint32_t stamp) noexcept { return (stamp + kVersionStep) | kPending; }
 }  // namespace lrfu_stamp
 
 // An id's score at its last access and that access's step, as an index orders it.

@@ -109,7 +109,7 @@ public:
     cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_ &&
                          ids_.own_states == nullptr && &stamp == &ids_.stamps[size_t{id} << ids_.stamp_shift]);
     const uint32_t w = stamp;
-    stamp = (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending;
+    stamp = lrfu_stamp::accessed(w);
     return !lrfu_stamp::pending(w);
   }
   // note_pending for an id whose access_own returned true, in the thread that called
@@ -453,7 +453,7 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
   // pending bit only of pending ids: w stays this id's stamp.
   if (!lrfu_stamp::pending(w) && pending_.size() == pending_.capacity() && !pending_.empty()) flush_pending();
   // Its entry is stale from here (flush_pending() gives it a new one), and it is pending.
-  ids_.set_stamp(id, (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending);
+  ids_.set_stamp(id, lrfu_stamp::accessed(w));
   set_state(id, st);
   pending_min_s_ = std::min(pending_min_s_, st.score);
   pending_min_t_ = std::min(pending_min_t_, st.last_access);
@@ -465,7 +465,7 @@ inline double LrfuIndex::prio(double s, uint64_t t, uint64_t now) const noexcept
 [[gnu::always_inline]] inline bool LrfuIndex::access_own(NodeId id, const PolicyState &st) noexcept {
   cxlt_assert_internal(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
   const uint32_t w = ids_.stamp(id);
-  ids_.set_stamp(id, (w + lrfu_stamp::kVersionStep) | lrfu_stamp::kPending);
+  ids_.set_stamp(id, lrfu_stamp::accessed(w));
   set_state(id, st);
   return !lrfu_stamp::pending(w);
 }
