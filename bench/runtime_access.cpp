@@ -302,6 +302,81 @@ BENCHMARK(BM_TouchLines)
     ->Args({1 << 20, 3, 0})
     ->ArgNames({"resident", "lines", "checked"});
 
+// The two-line floor (BM_TouchLines, lines 2) for one and two threads: the pass that checks
+// each block's word, then the pass that updates its line, for every block of every batch, with
+// nothing else; two threads take one half of the ids each (as the drain in parts gives each
+// thread its own blocks) and run without waiting for each other. Wall time, so the two-thread
+// rate over the one-thread rate is what this machine's two cores give the access's memory
+// traffic: the most BM_AccessHandlesThreads could reach.
+struct TouchShared {
+  std::unique_ptr<uint64_t, decltype(&std::free)> words{nullptr, &std::free};
+  std::unique_ptr<TouchLine, decltype(&std::free)> line{nullptr, &std::free};
+  std::vector<uint32_t> ids[2];     // thread t's blocks of batch 0, then of batch 1, ...
+  std::vector<size_t> begin[2];     // where batch b starts in ids[t] (kBatches + 1 each)
+};
+
+TouchShared &touch_shared(size_t n, size_t threads) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  static std::map<std::pair<size_t, size_t>, std::unique_ptr<TouchShared>> cache;
+  auto &slot = cache[{n, threads}];
+  if (slot) return *slot;
+  Resident &r = resident(n, false);
+  auto sh = std::make_unique<TouchShared>();
+  sh->words.reset(huge_array<uint64_t>(n));
+  sh->line.reset(huge_array<TouchLine>(n));
+  for (size_t t = 0; t < threads; ++t) {
+    for (size_t b = 0; b < kBatches; ++b) {
+      sh->begin[t].push_back(sh->ids[t].size());
+      for (size_t i = 0; i < r.batch; ++i) {
+        const auto id = static_cast<uint32_t>(r.handles[b * r.batch + i] & 0xffffffffu) % n;
+        if (id * threads / n == t) sh->ids[t].push_back(id);
+      }
+    }
+    sh->begin[t].push_back(sh->ids[t].size());
+  }
+  slot = std::move(sh);
+  return *slot;
+}
+
+void BM_TouchLinesThreads(benchmark::State &state) {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
+  const size_t n = static_cast<size_t>(state.range(0));
+  Resident &r = resident(n, false);
+  TouchShared &sh = touch_shared(n, static_cast<size_t>(state.threads()));
+  const auto t = static_cast<size_t>(state.thread_index());
+  const cxltier::LrfuParams params;
+  constexpr size_t kCheckAhead = 64, kLineAhead = 16;  // the runtime's distances
+  uint64_t now = 1, bad = 0, items = 0;
+  size_t b = 0;
+  for (auto _ : state) {
+    const uint32_t *id = sh.ids[t].data() + sh.begin[t][b];
+    const size_t k = sh.begin[t][b + 1] - sh.begin[t][b];
+    const float *a = r.attention.data() + b * r.batch;
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kCheckAhead < k) __builtin_prefetch(sh.words.get() + id[i + kCheckAhead]);
+      bad += sh.words.get()[id[i]] != 0;
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kLineAhead < k) __builtin_prefetch(sh.line.get() + id[i + kLineAhead], 1);
+      cxltier::PolicyState &s = sh.line.get()[id[i]].st;
+      s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
+      s.last_access = now;
+      ++s.accesses;
+    }
+    items += k;
+    ++now;
+    benchmark::ClobberMemory();
+    b = (b + 1) % kBatches;
+  }
+  benchmark::DoNotOptimize(bad);
+  state.SetItemsProcessed(static_cast<int64_t>(items));
+}
+BENCHMARK(BM_TouchLinesThreads)->Arg(1 << 10)->Arg(1 << 20)->ArgName("resident")->UseRealTime()->Threads(1)->Threads(2);
+
 // Two engine threads record the accesses of one step, each half of the batch; thread 0 then
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
 // one-thread to the two-thread time is the two-thread total rate over one thread's.
@@ -349,6 +424,9 @@ CXLT_BENCH_RATIO("access by handle vs unordered_map update, 64K resident, random
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1M resident, random (total rate)",
                  "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:2",
                  "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:1", 1.6);
+CXLT_BENCH_RATIO("two threads vs one, the two lines touched with nothing else, 1M resident, random (total rate)",
+                 "BM_TouchLinesThreads/resident:1048576/real_time/threads:2",
+                 "BM_TouchLinesThreads/resident:1048576/real_time/threads:1", 0);
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random (total rate)",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:2",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:1", 1.6);
