@@ -302,6 +302,14 @@ BENCHMARK(BM_TouchLines)
     ->Args({1 << 20, 3, 0})
     ->ArgNames({"resident", "lines", "checked"});
 
+// Thread i of a threaded case runs on CPU CXLT_BENCH_CPU + i (default 0 + i), modulo the CPUs.
+void pin_bench_thread(const benchmark::State &state) {
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
+}
+
 // The two-line floor (BM_TouchLines, lines 2) for one and two threads: the pass that checks
 // each block's word, then the pass that updates its line, for every block of every batch, with
 // nothing else; two threads take one half of the ids each (as the drain in parts gives each
@@ -340,10 +348,7 @@ TouchShared &touch_shared(size_t n, size_t threads) {
 }
 
 void BM_TouchLinesThreads(benchmark::State &state) {
-  int cpu = 0;
-  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
+  pin_bench_thread(state);
   const size_t n = static_cast<size_t>(state.range(0));
   Resident &r = resident(n, false);
   TouchShared &sh = touch_shared(n, static_cast<size_t>(state.threads()));
@@ -381,10 +386,7 @@ BENCHMARK(BM_TouchLinesThreads)->Arg(1 << 10)->Arg(1 << 20)->ArgName("resident")
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
 // one-thread to the two-thread time is the two-thread total rate over one thread's.
 void BM_AccessHandlesThreads(benchmark::State &state) {
-  int cpu = 0;
-  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
+  pin_bench_thread(state);
   Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
   const size_t k = r.batch, parts = static_cast<size_t>(state.threads());
   const size_t lo = k * static_cast<size_t>(state.thread_index()) / parts, hi = k * (static_cast<size_t>(state.thread_index()) + 1) / parts;
