@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -310,17 +311,20 @@ void pin_bench_thread(const benchmark::State &state) {
   cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + state.thread_index()) % (ncpu > 0 ? ncpu : 1)));
 }
 
-// The two-line floor (BM_TouchLines, lines 2) for one and two threads: the pass that checks
-// each block's word, then the pass that updates its line, for every block of every batch, with
-// nothing else; two threads take one half of the ids each (as the drain in parts gives each
-// thread its own blocks) and run without waiting for each other. Wall time, so the two-thread
-// rate over the one-thread rate is what this machine's two cores give the access's memory
-// traffic: the most BM_AccessHandlesThreads could reach.
+// The two-line floor (BM_TouchLines, lines 2) for one and two threads, split between the
+// threads as the runtime splits the work: each thread checks the words of its half of every
+// batch by position (as each engine thread checks the handles it records), then updates the
+// lines of the blocks of the batch that fall in its parts (ids in runs of 8, alternating
+// between the threads, as part_of in lib/runtime/parallel_drain.hpp deals runs of 8 to parts),
+// so that both threads' lines are spread over the whole array. Nothing else, and the threads
+// do not wait for each other. Wall time, so the two-thread rate over the one-thread rate is
+// what this machine's two cores give the access's memory traffic.
 struct TouchShared {
   std::unique_ptr<uint64_t, decltype(&std::free)> words{nullptr, &std::free};
   std::unique_ptr<TouchLine, decltype(&std::free)> line{nullptr, &std::free};
-  std::vector<uint32_t> ids[2];     // thread t's blocks of batch 0, then of batch 1, ...
-  std::vector<size_t> begin[2];     // where batch b starts in ids[t] (kBatches + 1 each)
+  std::vector<uint32_t> check[2];    // thread t's half of batch 0 by position, then of batch 1, ...
+  std::vector<uint32_t> update[2];   // thread t's blocks of batch 0 by part, then of batch 1, ...
+  std::vector<size_t> check_at[2], update_at[2];  // where batch b starts (kBatches + 1 each)
 };
 
 TouchShared &touch_shared(size_t n, size_t threads) {
@@ -329,19 +333,24 @@ TouchShared &touch_shared(size_t n, size_t threads) {
   static std::map<std::pair<size_t, size_t>, std::unique_ptr<TouchShared>> cache;
   auto &slot = cache[{n, threads}];
   if (slot) return *slot;
+  if (threads < 1 || threads > 2) throw std::invalid_argument("BM_TouchLinesThreads: one or two threads");
   Resident &r = resident(n, false);
   auto sh = std::make_unique<TouchShared>();
   sh->words.reset(huge_array<uint64_t>(n));
   sh->line.reset(huge_array<TouchLine>(n));
+  const size_t k = r.batch;
   for (size_t t = 0; t < threads; ++t) {
     for (size_t b = 0; b < kBatches; ++b) {
-      sh->begin[t].push_back(sh->ids[t].size());
-      for (size_t i = 0; i < r.batch; ++i) {
-        const auto id = static_cast<uint32_t>(r.handles[b * r.batch + i] & 0xffffffffu) % n;
-        if (id * threads / n == t) sh->ids[t].push_back(id);
+      sh->check_at[t].push_back(sh->check[t].size());
+      sh->update_at[t].push_back(sh->update[t].size());
+      for (size_t i = 0; i < k; ++i) {
+        const auto id = static_cast<uint32_t>(r.handles[b * k + i] & 0xffffffffu) % n;
+        if (i * threads / k == t) sh->check[t].push_back(id);
+        if ((id >> 3) % threads == t) sh->update[t].push_back(id);
       }
     }
-    sh->begin[t].push_back(sh->ids[t].size());
+    sh->check_at[t].push_back(sh->check[t].size());
+    sh->update_at[t].push_back(sh->update[t].size());
   }
   slot = std::move(sh);
   return *slot;
@@ -358,21 +367,23 @@ void BM_TouchLinesThreads(benchmark::State &state) {
   uint64_t now = 1, bad = 0, items = 0;
   size_t b = 0;
   for (auto _ : state) {
-    const uint32_t *id = sh.ids[t].data() + sh.begin[t][b];
-    const size_t k = sh.begin[t][b + 1] - sh.begin[t][b];
-    const float *a = r.attention.data() + b * r.batch;
-    for (size_t i = 0; i < k; ++i) {
-      if (i + kCheckAhead < k) __builtin_prefetch(sh.words.get() + id[i + kCheckAhead]);
-      bad += sh.words.get()[id[i]] != 0;
+    const uint32_t *c = sh.check[t].data() + sh.check_at[t][b];
+    const size_t kc = sh.check_at[t][b + 1] - sh.check_at[t][b];
+    for (size_t i = 0; i < kc; ++i) {
+      if (i + kCheckAhead < kc) __builtin_prefetch(sh.words.get() + c[i + kCheckAhead]);
+      bad += sh.words.get()[c[i]] != 0;
     }
-    for (size_t i = 0; i < k; ++i) {
-      if (i + kLineAhead < k) __builtin_prefetch(sh.line.get() + id[i + kLineAhead], 1);
-      cxltier::PolicyState &s = sh.line.get()[id[i]].st;
+    const uint32_t *u = sh.update[t].data() + sh.update_at[t][b];
+    const size_t ku = sh.update_at[t][b + 1] - sh.update_at[t][b];
+    const float *a = r.attention.data() + b * r.batch;
+    for (size_t i = 0; i < ku; ++i) {
+      if (i + kLineAhead < ku) __builtin_prefetch(sh.line.get() + u[i + kLineAhead], 1);
+      cxltier::PolicyState &s = sh.line.get()[u[i]].st;
       s.score = cxltier::lrfu_access(s.score, now - s.last_access, a[i], params);
       s.last_access = now;
       ++s.accesses;
     }
-    items += k;
+    items += kc;  // the accesses this thread recorded; the updates of both threads add up to the same
     ++now;
     benchmark::ClobberMemory();
     b = (b + 1) % kBatches;
