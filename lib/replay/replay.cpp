@@ -54,7 +54,7 @@ BlockGeometry geometry_for(uint64_t bytes) {
 // needs before its victim leaves): the same runtime code with a bounded store, whose index and
 // policy arrays then stay in cache however many blocks the trace names. The hits are the same
 // as with every state kept (tests/replay); no state is restored, so readmissions_restored is 0.
-// A bounded store sizes its arrays at open (about 128 bytes a state), so capacities above the
+// A bounded store sizes its arrays at open (about 120 bytes a state), so capacities above the
 // runtime's default store capacity (2^20 states) keep the growing store instead.
 constexpr uint64_t kMaxBoundedStore = 1u << 20;
 

@@ -170,6 +170,10 @@ bool Runtime::Impl::prefetch_pays() const noexcept { return prefetch_ahead.load(
 
 bool RuntimeTestAccess::prefetches_ahead(Runtime &rt) { return rt.impl_->prefetch_pays(); }
 
+bool RuntimeTestAccess::append_unchecked(Runtime &rt, const uint64_t *handles, const float *attention, size_t n) {
+  return rt.impl_->log.append(handles, attention, n);
+}
+
 namespace {
 // apply_in_order where every tier's policy is the LRFU index: each access is the index's split
 // access (eviction.hpp), as in a drain in parts, applied by this thread alone and in order. An
@@ -207,7 +211,10 @@ void apply_in_order_lrfu(Runtime::Impl &m, size_t n, Rec rec) noexcept {
     StoreEntry &e = *found;
     m.update_state(e, r.attention, ++tick);
     ++accesses;
-    if (e.res.tier < 0) continue;  // dropped since the handle was checked: the state only
+    if (e.res.tier < 0) {  // dropped since the handle was checked: the state only
+      store.restate(r.id);
+      continue;
+    }
     const auto t = static_cast<unsigned>(e.res.tier);
     // Written only when set: each store to a line that is still on its way holds a place in
     // the core's store buffer until the line comes, and a full buffer stalls the loop.

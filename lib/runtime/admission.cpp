@@ -352,6 +352,7 @@ ReferenceResult Runtime::Impl::reference_locked(std::unique_lock<std::mutex> &lk
   if (!room && m.tiers[m.last_tier()].policy->bypass(id, m.now, m.eligible())) {
     ++m.tiers[m.last_tier()].admissions;
     ++m.drops;
+    m.store->restate(id);  // resident nowhere, with the state this reference gave it
     return res;
   }
   // A failed placement undoes only the residency mark: the reference's state update and its

@@ -121,6 +121,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       --m.tiers[f.res.tier].admissions;
       m.unplace(u.id, EraseReason::released);
       f.st = u.before;
+      m.store->restate(u.id);
       if (u.restored) --m.restored;
       if (u.counted_miss) --m.misses;
       if (u.before.tick == 0 && f.res.flags == 0) m.store->erase(u.id);

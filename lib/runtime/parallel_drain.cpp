@@ -23,7 +23,9 @@
 //     claimed part's records as the serial drain would, except what other parts share: the
 //     store line and the policy's own record of a block are written only by the thread that
 //     holds its part; counters, the lowest indexed score and which records need note_pending
-//     or a promotion go to the part's slot and the record itself. A part done counts `done`
+//     or a promotion go to the part's slot and the record itself. A record of a block resident
+//     nowhere (dropped since its handle was checked) is only flagged: its state update moves
+//     the state in the store's forget order, which one thread writes (step 5). A part done counts `done`
 //     (release). H enters by incrementing `helpers` before it reads `open` and leaves by
 //     decrementing it (both seq_cst), and claims nothing once `open` is clear (nor when a
 //     relaxed read of `open` before it entered found it clear: it then touches nothing).
@@ -32,7 +34,9 @@
 //     either was counted in `helpers` before D read it (D waits for it) or reads `open` clear
 //     (it touches nothing). So when D goes on, no helper is in this drain, and every part's
 //     writes happen before D's reads.
-//  5. [M held by D] D sums the parts' counters into the runtime's, passes the records that need
+//  5. [M held by D] D sums the parts' counters into the runtime's, applies the flagged state
+//     updates (with the ticks step 1 gave them; one block's records are in one part, in drain
+//     order) and passes the records that need
 //     it to note_pending (in part order, reading again only the parts that counted such
 //     records) and the promotion queue (in drain order, as the serial
 //     drain queues them), and each tier's lowest score
@@ -214,6 +218,7 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     std::fill(std::begin(part.indexed), std::end(part.indexed), false);
     part.promotes = false;
     part.notes = 0;
+    part.states_only = 0;
   }
   uint32_t place = 0;
   for (size_t b = 0; b < nbufs; ++b)
@@ -253,9 +258,15 @@ bool Runtime::Impl::drain_in_parts() noexcept {
   for (const PD::Part &part : par.parts) {
     // Only the parts with something to pass on are read again: in a step whose blocks are
     // all pending already (accessed since the last victim search), that is none of them.
-    if (part.notes == 0 && !part.promotes) continue;
+    if (part.notes == 0 && !part.promotes && part.states_only == 0) continue;
     for (size_t i = part.begin; i < part.end; ++i) {
       const AccessRecord &r = par.records[i];
+      if (r.generation == PD::kStateOnly) {  // in drain order within the part, as step 3 would have
+        update_state((*store)[r.id], r.attention, par.tick_base + 1 + r.unused);
+        store->restate(r.id);
+        ++accesses;
+        continue;
+      }
       if ((r.generation & PD::kApplied) == 0) continue;
       const unsigned t = r.generation & PD::kTierMask;
       if (r.generation & PD::kNotePending) tiers[t].policy->note_pending(r.id);

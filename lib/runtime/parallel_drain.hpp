@@ -34,6 +34,9 @@ struct ParallelDrain {
   static constexpr uint32_t kNotePending = 1u << 31;
   static constexpr uint32_t kPromote = 1u << 30;
   static constexpr uint32_t kApplied = 1u << 29;
+  // Set instead of the bits above on a record of a block resident nowhere: step 5 applies its
+  // state update, since the store's forget order must hear of it and only the drainer writes it.
+  static constexpr uint32_t kStateOnly = 1u << 28;
   static constexpr uint32_t kTierMask = 0xffu;
 
   // What one part's records added, summed by the draining thread afterwards.
@@ -45,6 +48,7 @@ struct ParallelDrain {
     bool indexed[CXLT_MAX_TIERS] = {};      // some access of the part went to the tier's policy
     bool promotes = false;                  // some record of the part queues a promotion
     uint32_t notes = 0;                     // records of the part that need note_pending
+    uint32_t states_only = 0;               // records of the part flagged kStateOnly
   };
 
   // Every record of one drain, sorted by part (stable: each part's in drain order).

@@ -223,6 +223,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     }
     // Dropped since the handle was checked: the access came first, so the remembered state has it.
     update_state(e, attention, ++tick);
+    store->restate(id);
     ++accesses;
   }
   // Prefetch for an access some places on: the store line first (index false), then, once it
@@ -283,9 +284,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
     StoreEntry *const found = store->current(id, generation);
     if (!found) return;  // forgotten since, the id reused for another key
     StoreEntry &e = *found;
+    if (e.res.tier < 0) {  // dropped since the handle was checked: the state only, in step 5
+      rec.generation = ParallelDrain::kStateOnly;
+      ++part.states_only;
+      return;
+    }
     update_state(e, rec.attention, par.tick_base + 1 + rec.unused);
     ++part.accesses;
-    if (e.res.tier < 0) return;  // dropped since the handle was checked: the state only
     const auto t = static_cast<unsigned>(e.res.tier);
     e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
     uint32_t out = ParallelDrain::kApplied | t;

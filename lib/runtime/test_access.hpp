@@ -21,6 +21,10 @@ struct RuntimeTestAccess {
   static uint64_t parts_helped(Runtime &rt);
   // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
   static bool prefetches_ahead(Runtime &rt);
+  // Append accesses to the calling thread's shard of the access log as access_handles' step 2
+  // does, without its step 1 check: the records of a block dropped between an engine thread's
+  // check and its append, made at will. False when the shard has no room.
+  static bool append_unchecked(Runtime &rt, const uint64_t *handles, const float *attention, size_t n);
 };
 
 }  // namespace cxltier

@@ -310,10 +310,7 @@ void ScoreStore::replace_with(const LoadedCheckpoint &cp) {
   for (const auto &[k, s] : cp.states) {
     NodeId id = fresh.insert(k, nullptr);
     fresh.entries_[id].st = s;
-    if (fresh.opt_.capacity) {  // re-key the fresh state's place in the forget order
-      fresh.fheap_remove(id);
-      fresh.fheap_push(id);
-    }
+    fresh.restate(id);  // its place in the forget order, by the state it now has
   }
   // Keep generations increasing across the swap so that old handles stay invalid: those of the
   // ids the fresh store holds, and of the ids past its end, which it issues later from the floor.

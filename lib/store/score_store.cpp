@@ -32,6 +32,16 @@ size_t next_pow2(size_t v) {
 }  // namespace
 
 ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
+  switch (opt_.forget_by) {
+    case PolicyKind::lrfu:
+      forget_by_ = opt_.lrfu.mode != ScoreMode::decay ? ForgetBy::score
+                   : opt_.lrfu.alpha >= 1.0          ? ForgetBy::scored_last_access
+                                                     : ForgetBy::decayed_score;
+      log_keep_ = std::log1p(-opt_.lrfu.alpha);
+      break;
+    case PolicyKind::lfu: forget_by_ = ForgetBy::accesses; break;
+    default: forget_by_ = ForgetBy::tick; break;
+  }
   size_t initial = opt_.capacity ? static_cast<size_t>(opt_.capacity) : 1024;
   if (opt_.capacity > (1ull << 31)) fail(CXLT_ERROR_CONFIG, "store.capacity = ", opt_.capacity, " is larger than 2^31 states");
   entries_.set_huge_pages(opt_.huge_pages);
@@ -93,72 +103,62 @@ void ScoreStore::index_erase(NodeId id) noexcept {
   table_[i] = Slot{kNoNode, 0};
 }
 
-ScoreStore::ForgetKey ScoreStore::forget_key(const StoreEntry &e) const noexcept {
-  double v = 0;
-  switch (opt_.forget_by) {
-    case PolicyKind::lrfu:
-      if (opt_.lrfu.mode == ScoreMode::decay) {
-        // score * (1-alpha)^(now - t) orders like log(score) - t * log(1-alpha), for any now.
-        v = e.st.score > 0 ? std::log(e.st.score) - static_cast<double>(e.st.last_access) * std::log1p(-opt_.lrfu.alpha)
-                           : -std::numeric_limits<double>::infinity();
-        if (opt_.lrfu.alpha >= 1.0) v = e.st.score > 0 ? static_cast<double>(e.st.last_access) : -std::numeric_limits<double>::infinity();
-      } else {
-        v = e.st.score;
-      }
-      break;
-    case PolicyKind::lfu: v = static_cast<double>(e.st.accesses); break;
-    default: v = static_cast<double>(e.st.tick); break;
-  }
-  return ForgetKey{v, e.st.last_access};
-}
-
-void ScoreStore::fheap_sift_up(size_t i) noexcept {
-  NodeId id = fheap_[i];
+bool ScoreStore::fheap_sift_up(size_t i) noexcept {
+  const size_t from = i;
+  const HeapPlace moving = fheap_[i];
   while (i > 0) {
     size_t p = (i - 1) / 2;
-    if (!forgets_before(id, fheap_[p])) break;
+    if (!forgets_before(moving, fheap_[p])) break;
     fheap_[i] = fheap_[p];
-    fpos_[fheap_[i]] = static_cast<uint32_t>(i);
+    fpos_[fheap_[i].id] = static_cast<uint32_t>(i);
     i = p;
   }
-  fheap_[i] = id;
-  fpos_[id] = static_cast<uint32_t>(i);
+  fheap_[i] = moving;
+  fpos_[moving.id] = static_cast<uint32_t>(i);
+  return i != from;
 }
 
-void ScoreStore::fheap_sift_down(size_t i) noexcept {
-  NodeId id = fheap_[i];
+bool ScoreStore::fheap_sift_down(size_t i) noexcept {
+  const size_t from = i;
+  const HeapPlace moving = fheap_[i];
   const size_t n = fheap_.size();
   while (true) {
     size_t c = 2 * i + 1;
     if (c >= n) break;
     if (c + 1 < n && forgets_before(fheap_[c + 1], fheap_[c])) ++c;
-    if (!forgets_before(fheap_[c], id)) break;
+    if (!forgets_before(fheap_[c], moving)) break;
     fheap_[i] = fheap_[c];
-    fpos_[fheap_[i]] = static_cast<uint32_t>(i);
+    fpos_[fheap_[i].id] = static_cast<uint32_t>(i);
     i = c;
   }
-  fheap_[i] = id;
-  fpos_[id] = static_cast<uint32_t>(i);
+  fheap_[i] = moving;
+  fpos_[moving.id] = static_cast<uint32_t>(i);
+  return i != from;
 }
 
 void ScoreStore::fheap_push(NodeId id) noexcept {
   if (opt_.capacity == 0) return;  // unbounded: nothing is ever forgotten
-  fkey_[id] = forget_key(entries_[id]);
-  fheap_.push_back(id);
+  fheap_.push_back(heap_place(id));
   fheap_sift_up(fheap_.size() - 1);
 }
 
 void ScoreStore::fheap_remove(NodeId id) noexcept {
   if (opt_.capacity == 0) return;
   size_t i = fpos_[id];
-  cxlt_assert(i < fheap_.size() && fheap_[i] == id);
-  NodeId last = fheap_.back();
+  cxlt_assert(i < fheap_.size() && fheap_[i].id == id);
+  const HeapPlace last = fheap_.back();
   fheap_.pop_back();
-  if (last == id) return;
+  if (last.id == id) return;
   fheap_[i] = last;
-  fpos_[last] = static_cast<uint32_t>(i);
-  fheap_sift_down(i);
-  fheap_sift_up(fpos_[last]);
+  fpos_[last.id] = static_cast<uint32_t>(i);
+  if (!fheap_sift_down(i)) fheap_sift_up(i);
+}
+
+void ScoreStore::restate(NodeId id) noexcept {
+  if (opt_.capacity == 0 || fpos_[id] == 0xffffffffu) return;
+  const size_t i = fpos_[id];
+  fheap_[i] = heap_place(id);
+  if (!fheap_sift_up(i)) fheap_sift_down(i);
 }
 
 void ScoreStore::set_resident(NodeId id, bool resident) noexcept {
@@ -191,17 +191,11 @@ NodeId ScoreStore::allocate_id() {
     entries_.emplace_back().res.generation = gen_floor_;
     if (moved_ && entries_.data() != before) moved_(entries_.data());  // before anything may throw
     in_use_.push_back(0);
-    if (opt_.capacity) {
-      fkey_.emplace_back();
-      fpos_.push_back(0xffffffffu);
-    }
+    if (opt_.capacity) fpos_.push_back(0xffffffffu);
   } catch (...) {
     entries_.resize(n);
     in_use_.resize(n);
-    if (opt_.capacity) {
-      fkey_.resize(n);
-      fpos_.resize(n);
-    }
+    if (opt_.capacity) fpos_.resize(n);
     throw;
   }
   return static_cast<NodeId>(n);
@@ -215,7 +209,7 @@ NodeId ScoreStore::insert(const Key &key, NodeId *forgotten) {
     if (fheap_.empty())
       fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store is full (", opt_.capacity,
            " states) and every state belongs to a resident block; raise store.capacity");
-    id = fheap_.front();
+    id = fheap_.front().id;
     fheap_remove(id);
     fpos_[id] = 0xffffffffu;
     index_erase(id);
@@ -266,8 +260,11 @@ std::string ScoreStore::validate(uint8_t resident_flags) const {
   if (n != size_) err << "size " << size_ << " but " << n << " in use; ";
   if (opt_.capacity) {
     if (fheap_.size() != nonres) err << "forget heap holds " << fheap_.size() << ", non-resident " << nonres << "; ";
-    for (size_t i = 1; i < fheap_.size(); ++i)
-      if (forgets_before(fheap_[i], fheap_[(i - 1) / 2])) err << "forget heap order violated at " << i << "; ";
+    for (size_t i = 0; i < fheap_.size(); ++i) {
+      const HeapPlace want = heap_place(fheap_[i].id);
+      if (fheap_[i].value != want.value) err << "forget heap place " << i << " holds a stale order value; ";
+      if (i > 0 && forgets_before(fheap_[i].id, fheap_[(i - 1) / 2].id)) err << "forget heap order violated at " << i << "; ";
+    }
     if (size_ > opt_.capacity) err << "over capacity; ";
   }
   size_t slots = 0;

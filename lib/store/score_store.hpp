@@ -22,9 +22,11 @@
 #include <cxltier/key.hpp>
 #include <cxltier/policy.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -134,6 +136,14 @@ public:
   // The runtime calls these when a block becomes resident somewhere / resident nowhere, so the
   // store knows which states it may forget.
   void set_resident(NodeId id, bool resident) noexcept;
+  // The policy state of `id` changed while it was in the forget order (resident nowhere): move
+  // it to its new place there. The order keeps no copy of a state but its order value rounded
+  // to a float, and reads the exact values from the entry, so a caller that writes `st` of a
+  // non-resident state calls this before the store's next insert, erase,
+  // set_resident or restate, with one exception: set_resident(id, true) may take the changed
+  // state out of the order at once (taking a state out never compares it). A no-op for a state
+  // outside the order and for an unbounded store.
+  void restate(NodeId id) noexcept;
 
   size_t size() const noexcept { return size_; }
   uint64_t capacity() const noexcept { return opt_.capacity; }
@@ -176,21 +186,53 @@ private:
     NodeId id;
     uint32_t tag;
   };
-  // What the forget order compares before the key, taken when a state enters the order (16
-  // bytes a state). The key, the last tie-break, is read from the entry: it does not change
-  // while the state is in the order (insert() sets it before, erase() and a forget take the
-  // state out first).
+  // What the forget order compares before the key, computed from the entry (the heap keeps the
+  // value rounded to a float, HeapPlace; restate() says when a state in the order changes).
   struct ForgetKey {
     double value;     // lower is forgotten first
     uint64_t t;       // then the older last access
   };
-  // Whether state a is forgotten before state b: then the smaller key.
+  // What the order compares for each policy (StoreOptions::forget_by, and LRFU's mode), chosen
+  // once: every step of a sift computes two or three keys.
+  enum class ForgetBy : uint8_t { score, decayed_score, scored_last_access, accesses, tick };
+  ForgetKey forget_key(NodeId id) const noexcept {
+    const PolicyState &st = entries_[id].st;
+    double v;
+    switch (forget_by_) {
+      case ForgetBy::score: v = st.score; break;
+      // score * (1-alpha)^(now - t) orders like log(score) - t * log(1-alpha), for any now.
+      case ForgetBy::decayed_score:
+        v = st.score > 0 ? std::log(st.score) - static_cast<double>(st.last_access) * log_keep_
+                         : -std::numeric_limits<double>::infinity();
+        break;
+      case ForgetBy::scored_last_access:  // alpha 1: a score is all or nothing
+        v = st.score > 0 ? static_cast<double>(st.last_access) : -std::numeric_limits<double>::infinity();
+        break;
+      case ForgetBy::accesses: v = static_cast<double>(st.accesses); break;
+      default: v = static_cast<double>(st.tick); break;
+    }
+    return ForgetKey{v, st.last_access};
+  }
+  // Whether state a is forgotten before state b, from their entries: then the smaller key.
   bool forgets_before(NodeId a, NodeId b) const noexcept {
-    const ForgetKey &ka = fkey_[a], &kb = fkey_[b];
+    const ForgetKey ka = forget_key(a), kb = forget_key(b);
     if (ka.value != kb.value) return ka.value < kb.value;
     if (ka.t != kb.t) return ka.t < kb.t;
     return entries_[a].key < entries_[b].key;
   }
+  // A place in the forget heap: the state's order value rounded to a float beside its id.
+  // Rounding never reverses an order (x < y gives float(x) <= float(y)), so two places whose
+  // floats differ compare by them alone, and only equal floats read the two entries. A sift
+  // then reads the heap's own array, two children in one line, and rarely the entries.
+  struct HeapPlace {
+    float value;
+    NodeId id;
+  };
+  bool forgets_before(const HeapPlace &a, const HeapPlace &b) const noexcept {
+    if (a.value != b.value) return a.value < b.value;
+    return forgets_before(a.id, b.id);
+  }
+  HeapPlace heap_place(NodeId id) const noexcept { return HeapPlace{static_cast<float>(forget_key(id).value), id}; }
 
   size_t home(const Key &k) const noexcept { return static_cast<size_t>(key_hash(k)) & mask_; }
   // The hash's low 32 bits: a slot's home is its tag's low bits (tables up to 2^32 slots), so
@@ -204,11 +246,11 @@ private:
   void index_insert(NodeId id) noexcept;
   void index_erase(NodeId id) noexcept;
   void rehash(size_t table_size);
-  ForgetKey forget_key(const StoreEntry &e) const noexcept;
   void fheap_push(NodeId id) noexcept;
   void fheap_remove(NodeId id) noexcept;
-  void fheap_sift_up(size_t i) noexcept;
-  void fheap_sift_down(size_t i) noexcept;
+  // Each returns whether the state at i moved.
+  bool fheap_sift_up(size_t i) noexcept;
+  bool fheap_sift_down(size_t i) noexcept;
   NodeId allocate_id();
   // A fresh state in an id's entry for a new key: a new generation, the policy stamp kept.
   void reset_entry(NodeId id) noexcept {
@@ -220,6 +262,8 @@ private:
   }
 
   StoreOptions opt_;
+  ForgetBy forget_by_ = ForgetBy::score;
+  double log_keep_ = 0;  // log(1 - alpha), for ForgetBy::decayed_score
   PodVector<StoreEntry> entries_;
   std::vector<uint8_t> in_use_;
   std::vector<NodeId> free_ids_;
@@ -230,9 +274,8 @@ private:
   // Every generation an id was handed out with before the last replace_with is below this; ids
   // issued from then on start here, so a handle of an id the swap dropped stays stale.
   uint32_t gen_floor_ = 0;
-  // Min-heap of non-resident states by forget order, with each id's position.
-  std::vector<NodeId> fheap_;
-  std::vector<ForgetKey> fkey_;
+  // Min-heap of non-resident states by forget order, with each id's position (12 bytes a state).
+  std::vector<HeapPlace> fheap_;
   std::vector<uint32_t> fpos_;
   std::function<void(StoreEntry *)> moved_;  // on_entries_moved
 };

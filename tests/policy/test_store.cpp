@@ -207,8 +207,9 @@ TEST(ScoreStore, ForgetOrderLfuAndDecay) {
 }
 
 // The forget heap against a full scan: random inserts into a full store, states re-keyed,
-// made resident and not, erased, with scores, steps and counts drawn from a few values each so
-// that most comparisons tie down to the key. Every state forgotten must be the one a scan of
+// made resident and not, changed in place and restated, erased, with scores, steps and counts
+// drawn from a few values each so that most comparisons tie down to the key (and scores some
+// trillionths apart: one float, as the heap keeps them, but different doubles). Every state forgotten must be the one a scan of
 // the non-resident states puts first in the documented order.
 TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
   struct Kind {
@@ -251,7 +252,7 @@ TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
       return best;
     };
     std::vector<NodeId> ids;
-    uint64_t next_key = 1, forgets = 0;
+    uint64_t next_key = 1, forgets = 0, restates = 0;
     for (int round = 0; round < 20000; ++round) {
       const unsigned op = static_cast<unsigned>(rng() % 10);
       if (op < 4 || ids.empty()) {  // insert; into a full store, one state is forgotten
@@ -271,15 +272,22 @@ TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
         StoreEntry &e = s[id];
         if (op < 8) {  // a new state, resident or not (re-keyed: out of the order, then back)
           s.set_resident(id, true);
-          e.st.score = static_cast<double>(rng() % 4) / 4.0;
+          e.st.score = static_cast<double>(rng() % 4) / 4.0 + static_cast<double>(rng() % 3) * 1e-12;
           e.st.last_access = rng() % 3;
           e.st.accesses = rng() % 3;
           e.st.tick = rng() % 5;
           e.res.tier = rng() % 3 == 0 ? 0 : -1;
           if (e.res.tier < 0) s.set_resident(id, false);
-        } else if (e.res.tier < 0) {  // erase a non-resident state
+        } else if (op == 8 && e.res.tier < 0) {  // erase a non-resident state
           s.erase(id);
           std::erase(ids, id);
+        } else if (e.res.tier < 0) {  // a new state in place, in the order: restate moves it
+          e.st.score = static_cast<double>(rng() % 4) / 4.0 + static_cast<double>(rng() % 3) * 1e-12;
+          e.st.last_access = rng() % 3;
+          e.st.accesses = rng() % 3;
+          e.st.tick = rng() % 5;
+          s.restate(id);
+          ++restates;
         }
       }
       if (round % 512 == 0) {
@@ -287,6 +295,7 @@ TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
       }
     }
     EXPECT_GT(forgets, 2000u);
+    EXPECT_GT(restates, 500u);
     EXPECT_EQ(s.validate(), "");
   }
 }
@@ -449,6 +458,7 @@ TEST(ScoreStore, PolicyStampOutlivesTheKey) {
     EXPECT_EQ(s[ids[i]].res.policy_stamp, 0u);  // a fresh entry's is zero
     s[ids[i]].res.policy_stamp = 100 + static_cast<uint32_t>(i);
     s[ids[i]].st = PolicyState{0.1 * static_cast<double>(i + 1), i + 1, 1, i + 1};
+    s.restate(ids[i]);
   }
   // Erased, then reused for another key.
   const uint32_t gen = s[ids[2]].res.generation;

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -351,6 +352,86 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
       EXPECT_EQ(by_handle->validate(), "");
       EXPECT_EQ(by_key->validate(), "");
     }
+  }
+}
+
+// An access recorded for a block that is dropped before the drain applies it updates the
+// block's remembered state only (protocol step 3), and a state resident nowhere has its place
+// in the store's forget order, which must follow the update. Records are appended without the
+// call's check (as if the drop came between an engine thread's check and its append) for the
+// blocks of a full tier's 1,500 victims and for resident ones, with attention 1.0 so that the
+// victims' low scores rise past others in the order: from two threads into a drain in parts
+// (the drainer applies the dropped blocks' updates, flagged by the parts), from one thread into
+// the serial LRFU drain, and from one into the serial drain of another policy (LFU, whose
+// forget order is the access count). Every block must show exactly its accesses and the
+// score they give, and validate() checks the forget order against every state.
+TEST(AccessLog, AccessesToBlocksDroppedMeanwhileKeepTheForgetOrder) {
+  struct Case {
+    const char *name;
+    PolicyKind policy;
+    size_t threads;
+  };
+  for (const Case c : {Case{"LRFU, drain in parts", PolicyKind::lrfu, 2}, Case{"LRFU, serial", PolicyKind::lrfu, 1},
+                       Case{"LFU, serial", PolicyKind::lfu, 1}}) {
+    SCOPED_TRACE(c.name);
+    constexpr uint32_t kBlocks = 20000, kMore = 1500;  // ids past the count from which the drain prefetches
+    RuntimeConfig cfg = one_tier(kBlocks, kBlocks + kMore + 100);
+    cfg.policy = c.policy;
+    auto rt = Runtime::open(cfg);
+    std::vector<uint64_t> handles(kBlocks + kMore);
+    for (uint32_t i = 0; i < kBlocks + kMore; ++i) {
+      handles[i] = rt->admit(K(i)).handle;
+      if (i % 64 == 0) rt->step();
+    }
+    std::vector<cxlt_policy_state_t> before(kBlocks + kMore);
+    std::vector<uint32_t> dropped;
+    for (uint32_t i = 0; i < kBlocks + kMore; ++i) {
+      ASSERT_TRUE(rt->policy_state(K(i), &before[i]));
+      if (before[i].tier < 0) dropped.push_back(i);
+    }
+    ASSERT_EQ(dropped.size(), kMore);
+    // Each thread: every dropped block once, and resident blocks, in batches that fit a buffer.
+    std::vector<std::vector<uint32_t>> counts(c.threads, std::vector<uint32_t>(kBlocks + kMore, 0));
+    std::vector<std::thread> threads;
+    std::atomic<bool> refused{false};
+    for (size_t t = 0; t < c.threads; ++t)
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(77 + t);
+        std::vector<uint64_t> batch;
+        for (size_t j = 0; j < dropped.size(); ++j) {
+          const uint32_t d = dropped[(j * 7 + t * 13) % dropped.size()];
+          batch.push_back(handles[d]);
+          ++counts[t][d];
+          const uint32_t r = static_cast<uint32_t>(rng() % (kBlocks + kMore));
+          batch.push_back(handles[r]);
+          ++counts[t][r];
+        }
+        for (size_t at = 0; at < batch.size(); at += 512) {
+          const size_t n = std::min<size_t>(512, batch.size() - at);
+          const std::vector<float> att(n, 1.0f);
+          if (!RuntimeTestAccess::append_unchecked(*rt, batch.data() + at, att.data(), n)) refused = true;
+        }
+      });
+    for (auto &th : threads) th.join();
+    ASSERT_FALSE(refused.load()) << "a shard had no room: the test needs every record waiting";
+    const uint64_t drains_before = RuntimeTestAccess::parallel_drains(*rt);
+    (void)rt->stats();  // drains
+    EXPECT_EQ(RuntimeTestAccess::parallel_drains(*rt) > drains_before, c.threads > 1);
+    const uint64_t now = rt->current_step();
+    for (uint32_t i = 0; i < kBlocks + kMore; ++i) {
+      uint32_t k = 0;
+      for (size_t t = 0; t < c.threads; ++t) k += counts[t][i];
+      cxlt_policy_state_t st{};
+      ASSERT_TRUE(rt->policy_state(K(i), &st)) << "block " << i;
+      ASSERT_EQ(st.accesses, before[i].accesses + k) << "block " << i;
+      double want = before[i].score;
+      for (uint32_t j = 0; j < k; ++j) want = lrfu_access(want, j == 0 ? now - before[i].last_access_step : 0, 1.0f, cfg.lrfu);
+      ASSERT_EQ(st.score, want) << "block " << i;
+    }
+    EXPECT_EQ(rt->validate(), "");
+    // The order decides: a full store forgets a non-resident state for each new key.
+    for (uint32_t i = 0; i < 200; ++i) rt->admit(K(kBlocks + kMore + i));
+    EXPECT_EQ(rt->validate(), "");
   }
 }
 

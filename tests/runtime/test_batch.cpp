@@ -8,12 +8,16 @@
 
 #include <cxltier/error.hpp>
 
+#include "lib/runtime/test_access.hpp"
+#include "tiers/faulty/faulty.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <functional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace cxltier;
@@ -66,6 +70,56 @@ TEST(Batch, RefusedAdmissionChangesNothing) {
   for (const Key &k : more) EXPECT_FALSE(rt->policy_state(k, nullptr));  // never seen: no state made
   rt->admit_batch(more.data(), 2, false, b.data(), nullptr);  // 2 fit
   EXPECT_FALSE(rt->lookup(cold[0], nullptr));  // made room for them
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// A batch that fails part way (here where the tier's backend refuses the extent its third
+// block needs) rolls back: every block it placed leaves again with the state it had before, and
+// the store's forget order follows those states. A and B have one score, and A the older last
+// access, so A comes first in that order; their admission gave both the newest last access,
+// and A, placed first and so unplaced last, goes back behind B until its state is restored:
+// validate() checks the order.
+TEST(Batch, RollbackRestoresStatesAndTheForgetOrder) {
+  RuntimeConfig cfg = three_tier_config(6, 0, 0, "faulty");
+  cfg.tiers.resize(1);
+  cfg.extent_blocks = 2;  // A and B fit the tier's first extent; N needs a second
+  cfg.synchronous = true;
+  cfg.store_capacity = 8;
+  auto rt = Runtime::open(cfg);
+  const std::vector<Key> k = seq(9, 3);
+  const Key &a = k[0], &b = k[1], &n = k[2];
+  const float one = 1.0f;
+  rt->admit(a);
+  rt->access(&a, &one, 1);
+  rt->step();
+  rt->admit(b);
+  rt->access(&b, &one, 1);
+  rt->step();
+  rt->release(a, true);  // resident nowhere, remembered
+  rt->release(b, true);
+  cxlt_policy_state_t before_a{}, before_b{};
+  ASSERT_TRUE(rt->policy_state(a, &before_a));
+  ASSERT_TRUE(rt->policy_state(b, &before_b));
+  ASSERT_EQ(before_a.score, before_b.score);
+  ASSERT_LT(before_a.last_access_step, before_b.last_access_step);
+  ASSERT_LT(before_a.tier, 0);
+  ASSERT_LT(before_b.tier, 0);
+  FaultPlan plan;
+  plan.alloc_successes = 0;
+  plan.alloc_failures = -1;
+  RuntimeTestAccess::faults(*rt, 0)->arm(plan);
+  std::vector<Block> out(3);
+  EXPECT_EQ(code_of([&] { rt->admit_batch(k.data(), 3, false, out.data(), nullptr); }), CXLT_ERROR_BACKEND);
+  EXPECT_EQ(RuntimeTestAccess::faults(*rt, 0)->counts().allocs_failed, 1u) << "the batch did not fail where the test means";
+  for (const auto &[key, was] : {std::pair{a, before_a}, std::pair{b, before_b}}) {
+    cxlt_policy_state_t st{};
+    ASSERT_TRUE(rt->policy_state(key, &st));
+    EXPECT_LT(st.tier, 0);
+    EXPECT_EQ(st.score, was.score);
+    EXPECT_EQ(st.accesses, was.accesses);
+    EXPECT_EQ(st.last_access_step, was.last_access_step);
+  }
+  EXPECT_FALSE(rt->policy_state(n, nullptr));
   EXPECT_EQ(rt->validate(), "");
 }
 

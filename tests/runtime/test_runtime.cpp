@@ -407,6 +407,31 @@ TEST(Runtime, ReferenceManyMatchesReferenceOneByOne) {
   EXPECT_FALSE(many->lookup(K(100), nullptr));
 }
 
+// A reference that OPT keeps out of a full tier (its next use is the farthest) still updates
+// the block's remembered state, resident nowhere, and the store's forget order must follow that
+// state (by tick under OPT: the reference made it the newest). Random references over more keys
+// than the store keeps, so that states are forgotten in that order too; validate() checks it.
+TEST(Runtime, ReferencesKeptOutKeepTheForgetOrder) {
+  RuntimeConfig cfg = three_tier_config(4, 0, 0, "null");
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;
+  cfg.policy = PolicyKind::opt;
+  cfg.store_capacity = 24;
+  auto rt = Runtime::open(cfg);
+  std::mt19937_64 rng(5);
+  uint64_t kept_out = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const ReferenceResult r = rt->reference(K(rng() % 32), 1.0f, i + 1 + rng() % 64);
+    if (r.hit_tier < 0 && !r.admitted) ++kept_out;
+    if (i % 16 == 15) rt->step();
+    if (i % 64 == 63) {
+      ASSERT_EQ(rt->validate(), "") << "reference " << i;
+    }
+  }
+  EXPECT_GT(kept_out, 100u) << "OPT kept too few blocks out for the test to test them";
+  EXPECT_EQ(rt->validate(), "");
+}
+
 TEST(Runtime, ConfigErrorsNameTheField) {
   RuntimeConfig cfg = three_tier_config(2, 2, 2);
   cfg.tiers[1].budget_bytes = 1000;  // smaller than one block
