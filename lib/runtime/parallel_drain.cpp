@@ -24,9 +24,9 @@
 //     store line and the policy's own record of a block are written only by the thread that
 //     holds its part; counters, the lowest indexed score and which records need note_pending
 //     or a promotion go to the part's slot and the record itself. A record of a block resident
-//     nowhere (dropped since its handle was checked) is only flagged: its state update moves
-//     the state in the store's forget order, which one thread writes (step 5). A part done counts `done`
-//     (release). H enters by incrementing `helpers` before it reads `open` and leaves by
+//     nowhere (dropped since its handle was checked, or being admitted with M released) is only
+//     flagged: its state update may move the state in a bounded store's forget order, which
+//     only D writes (step 5). A part done counts `done` (release). H enters by incrementing `helpers` before it reads `open` and leaves by
 //     decrementing it (both seq_cst), and claims nothing once `open` is clear (nor when a
 //     relaxed read of `open` before it entered found it clear: it then touches nothing).
 //  4. When no part is left to claim, D clears `open` (seq_cst) and waits until `done` is
@@ -34,11 +34,11 @@
 //     either was counted in `helpers` before D read it (D waits for it) or reads `open` clear
 //     (it touches nothing). So when D goes on, no helper is in this drain, and every part's
 //     writes happen before D's reads.
-//  5. [M held by D] D sums the parts' counters into the runtime's, applies the flagged state
-//     updates (with the ticks step 1 gave them; one block's records are in one part, in drain
-//     order) and passes the records that need
-//     it to note_pending (in part order, reading again only the parts that counted such
-//     records) and the promotion queue (in drain order, as the serial
+//  5. [M held by D] D sums the parts' counters into the runtime's; then, reading again only the
+//     parts that counted notes, promotions or flagged records, in part order, it applies the
+//     flagged state updates (with the ticks step 1 gave them, each counted in `accesses`; one
+//     block's records are all in one part, in drain order) and passes the records that need
+//     it to note_pending and the promotion queue (in drain order, as the serial
 //     drain queues them), and each tier's lowest score
 //     and the step to note_pending_bound. Then M is released as after a serial drain, and
 //     everything the protocol access_log.cpp numbers (order, what a later call sees) holds:

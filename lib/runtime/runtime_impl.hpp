@@ -276,7 +276,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept;
   void apply_part(unsigned p) noexcept;
   // Protocol step 3 of parallel_drain.cpp for one record: apply_access and note_access, with what
-  // parts share kept in the part's slot and the record. Inline: apply_part applies one per access.
+  // parts share kept in the part's slot and the record; a record of a block resident nowhere is
+  // only flagged (kStateOnly) for step 5. Inline: apply_part applies one per access.
   [[gnu::always_inline]] void apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept {
     const NodeId id = rec.id;
     const uint32_t generation = rec.generation;

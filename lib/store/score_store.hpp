@@ -139,8 +139,8 @@ public:
   // The policy state of `id` changed while it was in the forget order (resident nowhere): move
   // it to its new place there. The order keeps no copy of a state but its order value rounded
   // to a float, and reads the exact values from the entry, so a caller that writes `st` of a
-  // non-resident state calls this before the store's next insert, erase,
-  // set_resident or restate, with one exception: set_resident(id, true) may take the changed
+  // non-resident state calls this before the store's next insert, erase, set_resident, restate
+  // or validate, with one exception: set_resident(id, true) or erase(id) may take the changed
   // state out of the order at once (taking a state out never compares it). A no-op for a state
   // outside the order and for an unbounded store.
   void restate(NodeId id) noexcept;
@@ -193,7 +193,8 @@ private:
     uint64_t t;       // then the older last access
   };
   // What the order compares for each policy (StoreOptions::forget_by, and LRFU's mode), chosen
-  // once: every step of a sift computes two or three keys.
+  // once: forget_key runs on every push and restate, and twice for each comparison whose floats
+  // tie.
   enum class ForgetBy : uint8_t { score, decayed_score, scored_last_access, accesses, tick };
   ForgetKey forget_key(NodeId id) const noexcept {
     const PolicyState &st = entries_[id].st;
@@ -223,7 +224,8 @@ private:
   // A place in the forget heap: the state's order value rounded to a float beside its id.
   // Rounding never reverses an order (x < y gives float(x) <= float(y)), so two places whose
   // floats differ compare by them alone, and only equal floats read the two entries. A sift
-  // then reads the heap's own array, two children in one line, and rarely the entries.
+  // then reads the heap's own array, two children usually in one line, and the entries only on
+  // ties (more of them past 2^24 ticks under LRU, FIFO, ARC and OPT, whose value is the tick).
   struct HeapPlace {
     float value;
     NodeId id;

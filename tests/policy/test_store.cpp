@@ -209,8 +209,9 @@ TEST(ScoreStore, ForgetOrderLfuAndDecay) {
 // The forget heap against a full scan: random inserts into a full store, states re-keyed,
 // made resident and not, changed in place and restated, erased, with scores, steps and counts
 // drawn from a few values each so that most comparisons tie down to the key (and scores some
-// trillionths apart: one float, as the heap keeps them, but different doubles). Every state forgotten must be the one a scan of
-// the non-resident states puts first in the documented order.
+// trillionths apart: one float, as the heap keeps them, but different doubles). Every state
+// forgotten must be the one a scan of the non-resident states puts first in the documented
+// order.
 TEST(ScoreStore, ForgetOrderMatchesAFullScanUnderTies) {
   struct Kind {
     PolicyKind by;
