@@ -57,6 +57,9 @@ public:
     k1_.reserve(n);
     k2_.reserve(n);
   }
+  size_t bytes_per_id() const noexcept override {
+    return sizeof(version_[0]) + sizeof(live_[0]) + sizeof(k1_[0]) + sizeof(k2_[0]);
+  }
   void insert(NodeId id, const Key &, const PolicyState &st) noexcept override {
     cxlt_assert(id < live_.size() && !live_[id]);
     live_[id] = 1;
@@ -248,6 +251,7 @@ public:
     KeyedPolicy::plan_ids(n);
     next_.reserve(n);
   }
+  size_t bytes_per_id() const noexcept override { return KeyedPolicy::bytes_per_id() + sizeof(next_[0]); }
   void set_next_use(NodeId id, uint64_t next) noexcept override { next_[id] = next; }
   // The incoming block goes when its next use is farther than the victim's, or when neither is
   // used again.
@@ -297,6 +301,7 @@ public:
     prev_.reserve(n);
     next_.reserve(n);
   }
+  size_t bytes_per_id() const noexcept override { return sizeof(list_[0]) + sizeof(prev_[0]) + sizeof(next_[0]); }
   void before_admit(NodeId x, const Key &) noexcept override {
     pending_ = Pending{};
     pending_.id = x;

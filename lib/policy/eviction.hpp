@@ -74,6 +74,11 @@ public:
   // runtime opened with a bounded store plans its capacity, so that growing up to it later never
   // reallocates, and opening costs no page faults for ids never issued (may allocate).
   virtual void plan_ids(size_t /*n*/) {}
+  // The bytes this policy's per-id arrays take for each id below reserve_ids' n (a runtime's
+  // open-time memory check): what it keeps for every id, resident here or not. Not counted: the
+  // LRFU records a runtime's tiers share (LrfuIdRecords says theirs), and what grows with the
+  // blocks resident here only.
+  virtual size_t bytes_per_id() const noexcept = 0;
   virtual void insert(NodeId id, const Key &key, const PolicyState &st) noexcept = 0;
   virtual void erase(NodeId id, EraseReason why) noexcept = 0;
   virtual void access(NodeId id, const PolicyState &st) noexcept = 0;

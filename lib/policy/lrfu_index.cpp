@@ -26,6 +26,7 @@ LrfuIndex::LrfuIndex(const LrfuParams &params, unsigned buckets, bool audit, std
       audit_(audit),
       records_(shared ? std::move(shared) : std::make_shared<LrfuIdRecords>()) {
   params_.validate();
+  static_assert(LrfuIdRecord::kNoBucket > 65536, "a record holds every bucket's number, the saturated one's too");
   if (!is_pow2(nbuckets_) || nbuckets_ > 65536)
     fail(CXLT_ERROR_INVALID_ARGUMENT, "policy.index_buckets = ", buckets, " must be a power of two in [1, 65536]");
   heaps_.reserve(nbuckets_ + 1);
@@ -129,7 +130,7 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
 
 void LrfuIndex::reserve_ids(size_t n) {
   if (n <= reserved_ids_) return;
-  if (n > ids_.size()) records_->resize(n, PerId{0, kNoBucket, 0, 0, 0});  // the first of the sharing tiers
+  if (n > ids_.size()) records_->resize(n, PerId{0, kNoBucket, 0});  // the first of the sharing tiers
   live_.reserve(n);
   live_keys_.reserve(n);
   pending_.reserve(n);

@@ -90,6 +90,9 @@ public:
   const char *name() const noexcept override { return "lrfu"; }
   void reserve_ids(size_t n) override;
   void plan_ids(size_t n) override;
+  // Its pending list's place (reserved for every id). The live list and its keys grow with the
+  // blocks live here; the records are shared (LrfuIdRecords::bytes_per_id).
+  size_t bytes_per_id() const noexcept override { return sizeof(NodeId); }
   // Whether the per-id records ask for huge pages as they grow (by default they do).
   void set_huge_pages(bool on) noexcept {
     records_->set_huge_pages(on);
@@ -148,7 +151,7 @@ public:
   bool score_order() const noexcept { return score_order_; }
 
 private:
-  static constexpr uint32_t kNoBucket = 0xffffffffu;
+  static constexpr uint32_t kNoBucket = LrfuIdRecord::kNoBucket;  // above every bucket's number
   static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   // Relative slack on bounds that compare blocks of different idle times: exp/expm1/pow are not
   // guaranteed monotone to the last bit, so a bound computed at a different point could be a

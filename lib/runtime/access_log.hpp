@@ -28,6 +28,7 @@ public:
 
   static constexpr unsigned kChunkBits = 18;  // 262,144 ids (2 MiB, a huge page) a chunk
   static constexpr size_t kChunks = (size_t{1} << 31) >> kChunkBits;  // ids < 2^31 (the store's limit)
+  static constexpr size_t kBytesPerId = sizeof(std::atomic<uint64_t>);  // one residency word an id
 
   // [runtime mutex held, before the first ensure] Whether chunks ask for huge pages (the default).
   void set_huge_pages(bool on) noexcept { huge_pages_ = on; }

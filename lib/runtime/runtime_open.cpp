@@ -227,17 +227,22 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   if (cfg.store_capacity != 0 && cfg.store_capacity < slots)
     fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " is smaller than the ", slots,
          " blocks the tiers can hold together; it must keep every resident block's state");
-  // The store and every tier's policy keep per-state arrays sized by store.capacity at open
-  // (129 + 48 x tiers bytes per state, docs/runtime.md "Memory per block"; zero-filled, so overcommit
-  // does not help). A capacity whose arrays would take more than half of this machine's memory
-  // is refused here with the figure, rather than answered by the OOM killer.
+  // The store and every tier's policy keep per-state arrays that grow to store.capacity (the
+  // key index is sized to it at open; docs/runtime.md, "Memory per block"). A capacity whose
+  // arrays would take more than half of this machine's memory once the store is full is
+  // refused here with the figure, rather than answered by the OOM killer later. The figure is
+  // summed from the structures themselves: the store's, the residency word, each tier's
+  // policy's and, with LRFU, the records the tiers share (whose states and stamps the store
+  // entries keep).
   if (cfg.store_capacity != 0) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    const double per_state = 129.0 + 48.0 * static_cast<double>(m->tiers.size());
+    double per_state = ScoreStore::bytes_per_state(cfg.store_capacity) + static_cast<double>(ResidencyTable::kBytesPerId);
+    for (const TierRt &t : m->tiers) per_state += static_cast<double>(t.policy->bytes_per_id());
+    if (cfg.policy == PolicyKind::lrfu) per_state += static_cast<double>(LrfuIdRecords::bytes_per_id(/*external_states=*/true));
     const double need = per_state * static_cast<double>(cfg.store_capacity);
     if (pages > 0 && page > 0 && need > 0.5 * static_cast<double>(pages) * static_cast<double>(page))
       fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " states would take about ",
-           format_bytes(static_cast<uint64_t>(need)), " of policy state at open (", per_state,
+           format_bytes(static_cast<uint64_t>(need)), " of policy state when full (", per_state,
            " bytes per state with ", m->tiers.size(), " tiers), more than half of this machine's ",
            format_bytes(static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)), " of memory; lower it");
   }

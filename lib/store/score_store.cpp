@@ -176,6 +176,14 @@ void ScoreStore::set_resident(NodeId id, bool resident) noexcept {
   }
 }
 
+double ScoreStore::bytes_per_state(uint64_t capacity) noexcept {
+  const double b = sizeof(StoreEntry) + sizeof(decltype(in_use_)::value_type);
+  if (capacity == 0) return b + 2 * sizeof(Slot);
+  const double slots = static_cast<double>(next_pow2(static_cast<size_t>(capacity) * 2));  // as the constructor sizes it
+  return b + slots * sizeof(Slot) / static_cast<double>(capacity) + sizeof(decltype(fheap_)::value_type) +
+         sizeof(decltype(fpos_)::value_type);
+}
+
 NodeId ScoreStore::allocate_id() {
   if (!free_ids_.empty()) {
     NodeId id = free_ids_.back();

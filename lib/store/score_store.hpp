@@ -147,6 +147,11 @@ public:
 
   size_t size() const noexcept { return size_; }
   uint64_t capacity() const noexcept { return opt_.capacity; }
+  // The bytes a store of `capacity` states (0: unbounded) keeps per state when full: its entry,
+  // its in-use byte, its share of the key index (sized at open for a bounded store; at its
+  // fullest, load 1/2, for an unbounded one) and a bounded store's forget-order place and
+  // position. (docs/runtime.md, "Memory per block".)
+  static double bytes_per_state(uint64_t capacity) noexcept;
   // Every NodeId handed out so far is below this (policies size their arrays to it).
   size_t id_limit() const noexcept { return entries_.size(); }
   uint64_t forgotten_total() const noexcept { return forgotten_total_; }

@@ -271,6 +271,38 @@ TEST(Runtime, ImpossibleStoreCapacityIsRefusedAtOpen) {
   EXPECT_NO_THROW(Runtime::open(cfg));
 }
 
+// The refusal's figure is summed from the structures, and it is docs/runtime.md's table ("Memory
+// per block"): at 2^31 states, every store keeps 64 (the entry) + 1 (in use) + 16 (key index:
+// 2^32 slots of 8 bytes) + 12 (forget order: place 8, position 4) + 8 (residency word) = 101
+// bytes a state; LRFU adds one record of 8 shared by the tiers and a pending place of 4 a
+// tier; LRU, LFU, FIFO and OPT 21 a tier (version 4, in-use 1, two order words of 8), OPT 8 more
+// (next use); ARC 9 a tier (list 1, two links of 4).
+TEST(Runtime, StoreCapacityRefusalStatesTheBytesPerState) {
+  struct Case {
+    PolicyKind policy;
+    size_t tiers;
+    int bytes;
+  };
+  const Case cases[] = {{PolicyKind::lrfu, 1, 113}, {PolicyKind::lrfu, 3, 121}, {PolicyKind::lru, 1, 122},
+                        {PolicyKind::opt, 1, 130},  {PolicyKind::arc, 3, 128}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(policy_kind_name(c.policy)) + ", " + std::to_string(c.tiers) + " tiers");
+    RuntimeConfig cfg = three_tier_config(2, 2, 2);
+    cfg.tiers.resize(c.tiers);
+    cfg.policy = c.policy;
+    cfg.synchronous = true;  // OPT's (references through Runtime::reference)
+    cfg.store_capacity = uint64_t{1} << 31;
+    try {
+      Runtime::open(cfg);
+      FAIL() << "store.capacity = 2^31 was accepted";
+    } catch (const Error &e) {
+      EXPECT_EQ(e.code(), CXLT_ERROR_CONFIG);
+      const std::string want = "(" + std::to_string(c.bytes) + " bytes per state with " + std::to_string(c.tiers) + " tiers)";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Runtime, AccessByHandleMatchesAccessByKey) {
   RuntimeConfig cfg = three_tier_config(8, 8, 8);
   cfg.synchronous = true;
