@@ -84,9 +84,9 @@ struct LrfuIdView {
   size_t stride = sizeof(LrfuStateAt);
   LrfuStateAt *own_states = nullptr;
   // Id i's stamp is stamps[i << stamp_shift]: in the records' own array of stamps, or where the
-  // owner keeps it (a shift: the access's address costs no multiply). Typed: a store through a uint32_t * may
-  // alias only uint32_t objects, not the pointers, sizes and doubles an access reads after it,
-  // which a char-typed store (memcpy) made the compiler load again.
+  // owner keeps it (a shift: the access's address costs no multiply). Typed: a store through a
+  // uint32_t * may alias only uint32_t objects, not the pointers, sizes and doubles an access
+  // reads after it, which a char-typed store (memcpy) made the compiler load again.
   uint32_t *stamps = nullptr;
   unsigned stamp_shift = 0;  // the records' own stamps: one uint32_t each
 

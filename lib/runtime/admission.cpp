@@ -33,6 +33,9 @@ void Runtime::Impl::ensure_policy_ids() {
   note_id_limit();
   if (need <= policy_ids) return;
   size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
+  // A bounded store issues no id at or past its capacity: the arrays stop there (plan_ids
+  // reserved that much at open, and the open-time memory check counted that much).
+  if (cfg.store_capacity != 0) n = std::min<size_t>(n, std::max<size_t>(need, cfg.store_capacity));
   for (TierRt &t : tiers) t.policy->reserve_ids(n);
   if (cfg.policy == PolicyKind::opt) opt_next.resize(n, UINT64_MAX);
   policy_ids = n;

@@ -24,8 +24,9 @@ struct ParallelDrain {
   // parts costs more than a second thread saves.
   static constexpr size_t kMinRecords = 2048;
   // Blocks in runs of 8 consecutive ids go to one part, so that two threads never write the
-  // same cache line of a per-id array of 16 bytes or less (a run fills two lines of 16-byte
-  // records). LRFU's access writes only the store line (64 bytes: one block's own).
+  // same cache line of a per-id array of 8- to 64-byte elements (a run fills whole lines of
+  // them; the arrays start on a line). LRFU's access writes only the store line (64 bytes: one
+  // block's own).
   static unsigned part_of(NodeId id) noexcept { return (id >> 3) % kParts; }
 
   // Bits of AccessRecord::generation once its record is applied (the generation is not needed

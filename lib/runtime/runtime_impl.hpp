@@ -138,6 +138,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   Eligible eligible() const noexcept { return Eligible{&Impl::eligible_fn, this, &Impl::eligible_warm_fn}; }
   NodeId find_or_insert(const Key &key);
   void ensure_policy_ids();
+  // The bytes a full store of `capacity` states costs per state (runtime_open.cpp).
+  double bytes_per_state(uint64_t capacity) const noexcept;
   void install(NodeId id, int tier, SlotId slot);
   void drop(NodeId id);
   // The block leaves its tier (policy, pool, residency); its state stays in the store. drop()

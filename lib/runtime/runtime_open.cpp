@@ -230,15 +230,10 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   // The store and every tier's policy keep per-state arrays that grow to store.capacity (the
   // key index is sized to it at open; docs/runtime.md, "Memory per block"). A capacity whose
   // arrays would take more than half of this machine's memory once the store is full is
-  // refused here with the figure, rather than answered by the OOM killer later. The figure is
-  // summed from the structures themselves: the store's, the residency word, each tier's
-  // policy's and, with LRFU, the records the tiers share (whose states and stamps the store
-  // entries keep).
+  // refused here with the figure (bytes_per_state), rather than answered by the OOM killer later.
   if (cfg.store_capacity != 0) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    double per_state = ScoreStore::bytes_per_state(cfg.store_capacity) + static_cast<double>(ResidencyTable::kBytesPerId);
-    for (const TierRt &t : m->tiers) per_state += static_cast<double>(t.policy->bytes_per_id());
-    if (cfg.policy == PolicyKind::lrfu) per_state += static_cast<double>(LrfuIdRecords::bytes_per_id(/*external_states=*/true));
+    const double per_state = m->bytes_per_state(cfg.store_capacity);
     const double need = per_state * static_cast<double>(cfg.store_capacity);
     if (pages > 0 && page > 0 && need > 0.5 * static_cast<double>(pages) * static_cast<double>(page))
       fail(CXLT_ERROR_CONFIG, "store.capacity = ", cfg.store_capacity, " states would take about ",
@@ -343,6 +338,19 @@ Runtime::~Runtime() {
     t.backend.reset();
   }
 }
+
+// Summed from the structures themselves: the store's, the residency word, each tier's policy's,
+// with LRFU the records the tiers share (whose states and stamps the store entries keep), and
+// with OPT the next use the runtime keeps beside its policy's.
+double Runtime::Impl::bytes_per_state(uint64_t capacity) const noexcept {
+  double b = ScoreStore::bytes_per_state(capacity) + static_cast<double>(ResidencyTable::kBytesPerId);
+  for (const TierRt &t : tiers) b += static_cast<double>(t.policy->bytes_per_id());
+  if (cfg.policy == PolicyKind::lrfu) b += static_cast<double>(LrfuIdRecords::bytes_per_id(/*external_states=*/true));
+  if (cfg.policy == PolicyKind::opt) b += sizeof(decltype(opt_next)::value_type);
+  return b;
+}
+
+double RuntimeTestAccess::bytes_per_state(Runtime &rt, uint64_t capacity) { return rt.impl_->bytes_per_state(capacity); }
 
 std::shared_ptr<FaultControl> RuntimeTestAccess::faults(Runtime &rt, size_t rank) {
   if (rank >= rt.impl_->tiers.size()) return nullptr;

@@ -553,6 +553,30 @@ TEST(LrfuIndex, NegativeZeroScoreIsTheLowest) {
   EXPECT_EQ(idx.victim(2, Eligible::all()), kBlocks - 1);
 }
 
+// A record names its owner in 15 bits: the records refuse an index past the last tag rather
+// than give two indexes one tag, and an index refused there is not attached.
+TEST(LrfuIndex, OwnerTagsRunOutWithAnError) {
+  auto shared = std::make_shared<LrfuIdRecords>();
+  const LrfuParams params{0.1, 0.01, ScoreMode::touch};
+  // Declared before the indexes, so that they detach before the views go; the views stay
+  // attached (each detach scans the list) and the records do not grow after they are made.
+  std::vector<LrfuIdView> views(LrfuIdRecord::kMaxOwner - 3);
+  std::vector<std::unique_ptr<LrfuIndex>> kept;
+  for (int i = 0; i < 3; ++i) kept.push_back(std::make_unique<LrfuIndex>(params, 16, false, shared));
+  for (auto &ix : kept) ix->reserve_ids(8);
+  uint16_t last = 0;
+  for (LrfuIdView &v : views) last = shared->attach(&v);
+  EXPECT_EQ(last, LrfuIdRecord::kMaxOwner);
+  EXPECT_EQ(views.back().size(), 8u);  // attached: it sees the records
+  EXPECT_THROW(std::make_unique<LrfuIndex>(params, 16, false, shared), std::length_error);
+  // The indexes attached first still work on the shared records, each as the owner of its own.
+  kept[0]->insert(1, Key{0, 1}, PolicyState{0.5, 1, 1, 1});
+  kept[1]->insert(2, Key{0, 2}, PolicyState{0.25, 1, 1, 2});
+  EXPECT_EQ(kept[0]->victim(2, Eligible::all()), 1u);
+  EXPECT_EQ(kept[1]->victim(2, Eligible::all()), 2u);
+  for (auto &ix : kept) EXPECT_EQ(ix->validate(), "");
+}
+
 // The tiers of a runtime share one per-id record array (lrfu_id_records.hpp). Blocks move down
 // a cascade of three tiers' indexes and back up, are accessed whole or split, and leave; each
 // index must keep choosing what a full scan of its own blocks chooses, and none may act on a
@@ -560,8 +584,8 @@ TEST(LrfuIndex, NegativeZeroScoreIsTheLowest) {
 TEST(LrfuIndex, TiersSharingRecordsKeepEachVictimExact) {
   // The states live in 64-byte lines, as a score store keeps them. With `external`, the
   // indexes read each id's score and last access there and keep its stamp there (as the
-  // runtime's do) instead of in their records, and the lines move to a new array halfway,
-  // republished.
+  // runtime's do) instead of in the records' own arrays, and the lines move to a new array
+  // halfway, republished.
   struct Line {
     Key key;
     PolicyState st;
