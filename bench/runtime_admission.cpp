@@ -16,7 +16,9 @@
 
 #include <benchmark/benchmark.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <memory>
@@ -108,6 +110,58 @@ void BM_LruInsertEvict(benchmark::State &state) {
   if (where.size() != cap) state.SkipWithError("the LRU did not stay full");
 }
 BENCHMARK(BM_LruInsertEvict)->Arg(1 << 10)->Arg(1 << 16);
+
+// The memory a bounded store's states take once it is full: a runtime with LRFU on range(1)
+// null tiers of 1,024 blocks each and store.capacity range(0) references range(0) new keys (each
+// admitted, the coldest dropped, its state kept), then reads its resident set (/proc/self/statm)
+// against before it opened. Counter bytes_per_state: resident bytes per state, lower is better
+// (docs/runtime.md, "Memory per block": 113 B with one tier at a power-of-two capacity, the key
+// index's share more above one). Time per admission. The 10M-state cases give the figure; at
+// 2^16 states (the smoke run's) the allocator's reuse of freed memory and the process's own
+// start blur it.
+long resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+void BM_FillStore(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  const auto states = static_cast<uint64_t>(state.range(0));
+  const auto tiers = static_cast<size_t>(state.range(1));
+  double per_state = 0;
+  for (auto _ : state) {
+    const long before = resident_bytes();
+    cxltier::RuntimeConfig cfg;
+    cfg.topology = "emulated";
+    cfg.geometry.layers = cfg.geometry.kv_heads = cfg.geometry.head_dim = cfg.geometry.bytes_per_element = 1;
+    cfg.geometry.k_and_v = false;
+    cfg.geometry.tokens_per_block = 1024;
+    const char *names[3] = {"hbm", "dram", "cxl"};
+    for (size_t i = 0; i < tiers; ++i) {
+      cxltier::TierConfig t;
+      t.name = names[i];
+      t.numa_nodes = {1023u - static_cast<unsigned>(i)};  // no topology tier: unbounded by a declared capacity
+      t.backend = "null";
+      t.budget_bytes = 1024 * 1024;
+      cfg.tiers.push_back(t);
+    }
+    cfg.store_capacity = states;
+    cfg.synchronous = true;
+    cfg.huge_pages = cxltier::HugePages::none;
+    cfg.state_huge_pages = false;  // 4 KiB pages: the resident set counts what is touched
+    cfg.extent_blocks = 1024;
+    auto rt = cxltier::Runtime::open(cfg);
+    for (uint64_t i = 0; i < states; ++i) rt->reference(cxltier::Key{7, i}, 1.0f, UINT64_MAX);
+    per_state = static_cast<double>(resident_bytes() - before) / static_cast<double>(states);
+  }
+  state.counters["bytes_per_state"] = per_state;
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * states));
+}
+BENCHMARK(BM_FillStore)->ArgsProduct({{1 << 16, 10000000}, {1, 3}})->ArgNames({"states", "tiers"})->Iterations(1)->Unit(benchmark::kMillisecond);
 
 CXLT_BENCH_RATIO("admission with demotion (every tier full) vs textbook LRU insert+evict, 64K-block top tier",
                  "BM_AdmitDemote/65536", "BM_LruInsertEvict/65536", 0);

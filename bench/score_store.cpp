@@ -36,6 +36,27 @@ void BM_StoreFind(benchmark::State &state) {
 }
 BENCHMARK(BM_StoreFind)->Arg(100000)->Arg(10000000);
 
+// A full bounded store on either side of a key-index size: 2^23 states fill their 2^24 slots
+// to 1/2 (the most a store's index holds), 2^23 + 1 fill 2^25 to about 1/4. Keys present
+// (range(1) 1) or absent (0: an admission's lookup of a new key, which probes to an empty slot).
+// Time per lookup, lower is better; the store's bytes per state when full
+// (ScoreStore::bytes_per_state) are reported as a counter.
+void BM_StoreFindFull(benchmark::State &state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const bool present = state.range(1) != 0;
+  auto keys = make_keys(2 * n);  // the second half is never inserted
+  ScoreStore store(StoreOptions{n, PolicyKind::lrfu, {}});
+  for (size_t i = 0; i < n; ++i) store.insert(keys[i], nullptr);
+  std::mt19937_64 rng(3);
+  for (auto _ : state) {
+    NodeId id = store.find(keys[rng() % n + (present ? 0 : n)]);
+    benchmark::DoNotOptimize(id);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["bytes_per_state"] = ScoreStore::bytes_per_state(n);
+}
+BENCHMARK(BM_StoreFindFull)->ArgsProduct({{8388608, 8388609}, {1, 0}})->ArgNames({"capacity", "present"});
+
 void BM_UnorderedMapFind(benchmark::State &state) {
   const size_t n = static_cast<size_t>(state.range(0));
   auto keys = make_keys(n);
