@@ -15,6 +15,7 @@
 #include <cxltier/runtime.hpp>
 
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -119,7 +120,10 @@ BENCHMARK(BM_LruInsertEvict)->Arg(1 << 10)->Arg(1 << 16);
 // index's share more above one). Time per admission. The 10M-state cases give the figure; at
 // 2^16 states (the smoke run's) the allocator's reuse of freed memory and the process's own
 // start blur it.
+// Free heap memory goes back to the system first (malloc_trim): an earlier case's freed buffers,
+// kept by the allocator and resident, would otherwise count in the case that reuses them or not.
 long resident_bytes() {
+  malloc_trim(0);
   long pages = 0, resident = 0;
   if (FILE *f = std::fopen("/proc/self/statm", "r")) {
     if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
