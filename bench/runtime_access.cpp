@@ -31,12 +31,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <numeric>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -416,10 +419,62 @@ BENCHMARK(BM_AccessHandlesThreads)
     ->Threads(1)
     ->Threads(2);
 
+// An engine thread's accesses while a second thread polls the stats, a millisecond between
+// calls (each call measures the placement: a scan of every remembered state and a sort of the
+// resident blocks' keep values, docs/runtime.md "Placement quality"; polled back to back, the
+// poller takes the mutex again before the engine thread wakes, and the engine thread starves).
+// The poller runs on the next CPU; time per
+// batch (wall) of the engine thread, so its rate over BM_AccessHandles's is the share of the
+// access path a stats poller leaves to the engine (1 would be none taken). Counter
+// stats_per_s: the poller's calls per second.
+void BM_AccessHandlesWhileStats(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  Resident &r = resident(static_cast<size_t>(state.range(0)), false);
+  const size_t k = r.batch;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> calls{0};
+  int cpu = 0;
+  if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  std::thread poller([&] {
+    cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + 1) % (ncpu > 0 ? ncpu : 1)));
+    while (!stop.load(std::memory_order_relaxed)) {
+      benchmark::DoNotOptimize(r.rt->stats());
+      calls.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t b = 0;
+  for (auto _ : state) {
+    r.rt->access_handles(r.handles.data() + b * k, r.attention.data() + b * k, k);
+    r.rt->step();
+    b = (b + 1) % kBatches;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  poller.join();
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * k));
+  state.counters["stats_per_s"] = static_cast<double>(calls.load()) / std::max(secs, 1e-9);
+}
+BENCHMARK(BM_AccessHandlesWhileStats)->Arg(1 << 20)->ArgName("resident")->UseRealTime();
+
+// One stats() call at 1M resident blocks, with the placement measured or not (the last
+// measure reported). Time per call, lower is better.
+void BM_Stats(benchmark::State &state) {
+  cxlt_bench::pin_to_bench_cpu();
+  Resident &r = resident(static_cast<size_t>(state.range(0)), false);
+  const bool measure = state.range(1) != 0;
+  for (auto _ : state) benchmark::DoNotOptimize(r.rt->stats(measure));
+}
+BENCHMARK(BM_Stats)->ArgsProduct({{1 << 20}, {0, 1}})->ArgNames({"resident", "measure"})->Unit(benchmark::kMillisecond);
+
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, random", "BM_AccessHandles/resident:1048576/runs:0",
                  "BM_AccessHashMap/resident:1048576/runs:0", 8);
 CXLT_BENCH_RATIO("one random line a block, nothing else, vs unordered_map update, 1M resident, random",
                  "BM_TouchLines/resident:1048576/lines:1/checked:0", "BM_AccessHashMap/resident:1048576/runs:0", 0);
+CXLT_BENCH_RATIO("access by handle while another thread polls stats() vs alone, 1M resident, random",
+                 "BM_AccessHandlesWhileStats/resident:1048576/real_time", "BM_AccessHandles/resident:1048576/runs:0", 0);
 CXLT_BENCH_RATIO("access by handle vs its two random lines touched with nothing else, 1M resident, random",
                  "BM_AccessHandles/resident:1048576/runs:0", "BM_TouchLines/resident:1048576/lines:2/checked:0", 0);
 CXLT_BENCH_RATIO("one random line a block, checked in a pass before, vs unordered_map update, 1M resident, random",

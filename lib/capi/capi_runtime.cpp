@@ -282,7 +282,7 @@ cxlt_result_t cxlt_stats_get(cxlt_runtime_t *rt, cxlt_stats_t *out) noexcept {
     if ((size != sizeof(cxlt_stats_t) && size != before_placement) || out->version != CXLT_STATS_VERSION)
       fail(CXLT_ERROR_INVALID_ARGUMENT, "cxlt_stats_get: out->size = ", out->size, " and out->version = ", out->version,
            "; this library fills size ", sizeof(cxlt_stats_t), " (or ", before_placement, "), version ", CXLT_STATS_VERSION);
-    const cxlt_stats_t s = r->stats();
+    const cxlt_stats_t s = r->stats(/*measure_placement=*/size == sizeof(cxlt_stats_t));  // the smaller struct has no field for it
     std::memcpy(static_cast<void *>(out), &s, size);
     out->size = size;
     return CXLT_OK;

@@ -37,15 +37,18 @@ double Runtime::Impl::keep_value_of(const PolicyState &st, NodeId id, uint64_t t
   }
 }
 
-PlacementMeasure Runtime::Impl::measure_placement() const {
-  constexpr double kHysteresis = kPlacementHysteresis;
-  thread_local std::vector<std::vector<double>> by_tier;  // keeps its capacity between calls
+uint64_t Runtime::Impl::snapshot_keep_values(std::vector<std::vector<double>> &by_tier) const {
   by_tier.resize(tiers.size());
   for (auto &v : by_tier) v.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
     if (!movable(e)) return;
     by_tier[static_cast<size_t>(e.res.tier)].push_back(keep_value(id));
   });
+  return placement.begin();
+}
+
+PlacementMeasure count_inversions(std::vector<std::vector<double>> &by_tier) {
+  constexpr double kHysteresis = kPlacementHysteresis;
   PlacementMeasure m;
   for (auto &v : by_tier) {
     std::sort(v.begin(), v.end());
@@ -68,12 +71,6 @@ PlacementMeasure Runtime::Impl::measure_placement() const {
         m.inversions += below;
       }
     }
-  }
-  placement.measured = true;
-  placement.last = m;
-  if (m.inversions == 0) {
-    placement.ever_clean = true;
-    placement.last_clean_step = now;
   }
   return m;
 }

@@ -4,10 +4,13 @@
 // not-moving blocks, A in a slower tier and B in a faster one, where A's keep value (the value
 // the promotion rule compares: the effective LRFU score, the access count for LFU, the next use
 // for OPT, the last reference for the recency policies) exceeds B's by more than the rule's
-// hysteresis. Computed by placement.cpp from a scan of every resident block (O(n log n)).
+// hysteresis. Computed by placement.cpp in two parts: a scan of every remembered state under the
+// runtime's mutex (O(n): each movable block's keep value, copied out per tier), then a sort and
+// count with no lock held (O(n log n)), so that a stats poller stalls the engine only for the scan.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace cxltier {
 
@@ -21,12 +24,35 @@ struct PlacementMeasure {
   uint64_t blocks = 0;      // blocks compared (unpinned, not moving)
 };
 
-// What the runtime remembers between measurements (under the runtime's mutex).
+// The measure of keep values copied out per tier (index: tier rank). Sorts each tier's values
+// in place; needs no lock.
+PlacementMeasure count_inversions(std::vector<std::vector<double>> &by_tier);
+
+// What the runtime remembers between measurements (under the runtime's mutex). Measures are
+// numbered by their snapshot; two callers may count theirs at once and finish in either order,
+// so the one recorded is the latest snapshot's, never an earlier one that finished later.
 struct PlacementTrack {
+  uint64_t snapshots = 0;  // keep-value snapshots taken
+  uint64_t recorded = 0;   // the snapshot whose measure `last` is (0: none)
   bool measured = false;
-  uint64_t last_clean_step = 0;  // decode step of the last measurement that found no inversion
+  uint64_t last_clean_step = 0;  // decode step of the latest snapshot that found no inversion
   bool ever_clean = false;
   PlacementMeasure last;
+
+  uint64_t begin() noexcept { return ++snapshots; }  // a snapshot's number
+  // The measure of snapshot `snapshot`, taken at decode step `step`. False, and nothing
+  // changed, when a later snapshot's measure is recorded already.
+  bool record(const PlacementMeasure &m, uint64_t snapshot, uint64_t step) noexcept {
+    if (snapshot <= recorded) return false;
+    recorded = snapshot;
+    measured = true;
+    last = m;
+    if (m.inversions == 0) {
+      ever_clean = true;
+      last_clean_step = step;
+    }
+    return true;
+  }
 };
 
 }  // namespace cxltier

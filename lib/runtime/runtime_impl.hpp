@@ -347,7 +347,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // the lock released meanwhile. True when the slot holds the verified block.
   bool fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id);
 
-  // --- placement.cpp: placement quality (placement.hpp), measured under mu.
+  // --- placement.cpp: placement quality (placement.hpp), its state under mu.
   mutable PlacementTrack placement;
   double keep_value(NodeId id) const noexcept;  // the value the promotion rule compares (higher: keep in a faster tier)
   // keep_value of a state (`tick_of`: the tick the tick-ordered policies compare; `id` for OPT's next use).
@@ -358,7 +358,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // batch_room.cpp: room for the admission of `keys` (the resident ones need none), made with
   // each tier level's demotions copied as one batch by the migration workers. Releases the lock.
   void make_room_for_batch(std::unique_lock<std::mutex> &lk, const Key *keys, size_t n);
-  PlacementMeasure measure_placement() const;   // also updates `placement`
+  // [mu held] Each movable block's keep value, per tier, into by_tier (cleared first); returns
+  // the snapshot's number for placement.record.
+  uint64_t snapshot_keep_values(std::vector<std::vector<double>> &by_tier) const;
   // Reconciling the tiers' order (placement.cpp): swaps out-of-order pairs of adjacent
   // tiers, at most `budget` moves; returns the moves begun. Scheduled for the workers, or
   // copied in this thread (the lock released) when the runtime is synchronous.

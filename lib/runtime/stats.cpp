@@ -19,9 +19,20 @@ namespace cxltier {
 
 cxlt_stats_t Runtime::stats() const { return stats(true); }
 
+// The placement measure is taken in three parts, so that the engine's threads wait only for
+// the scan, never for the sort (at 1M resident blocks the sort is most of the measure):
+//   1. Under the mutex, with the counters: every movable block's keep value is copied out per
+//      tier, and the snapshot is numbered (snapshot_keep_values).
+//   2. With no lock: the values are sorted and the inversions counted (count_inversions).
+//   3. Under the mutex again: the measure is recorded unless a later-numbered snapshot's was
+//      recorded meanwhile by another caller (PlacementTrack::record), and the steps since a clean
+//      measure are read at the current step.
+// The figures returned are those of this call's snapshot, consistent as of step 1.
 cxlt_stats_t Runtime::stats(bool measure_placement) const {
   const Impl &m = *impl_;
-  std::lock_guard lk(m.mu);
+  thread_local std::vector<std::vector<double>> by_tier;  // keeps its capacity between calls
+  uint64_t snapshot = 0, snapshot_step = 0;
+  std::unique_lock lk(m.mu);
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   cxlt_stats_t s{};
   s.size = sizeof s;
@@ -52,7 +63,15 @@ cxlt_stats_t Runtime::stats(bool measure_placement) const {
     CXLT_REMOTE_STATS_COUNTERS(CXLT_X)
 #undef CXLT_X
   }
-  const PlacementMeasure pm = measure_placement ? m.measure_placement() : m.placement.last;
+  PlacementMeasure pm = m.placement.last;
+  if (measure_placement) {
+    snapshot = m.snapshot_keep_values(by_tier);
+    snapshot_step = m.now;
+    lk.unlock();
+    pm = count_inversions(by_tier);
+    lk.lock();
+    m.placement.record(pm, snapshot, snapshot_step);
+  }
   s.inversions = pm.inversions;
   s.inversion_max_gap = pm.max_gap;
   s.steps_since_no_inversion = m.placement.ever_clean ? m.now - m.placement.last_clean_step : m.now;

@@ -2,16 +2,21 @@
 // The placement-quality measure (lib/runtime/placement.cpp): the inversions the stats report
 // equal a brute-force count over every pair of resident blocks, with the largest gap, through
 // random admissions, accesses, pins and releases (a synchronous runtime: nothing moves between
-// the stats and the scan).
+// the stats and the scan); measures counted by several callers at once keep the latest
+// snapshot's; and stats pollers beside engine threads and the mover (ThreadSanitizer runs it).
 #include "runtime_test_util.hpp"
+
+#include "lib/runtime/placement.hpp"
 
 #include <cxltier/error.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 using namespace cxltier;
@@ -133,6 +138,103 @@ TEST(Placement, StepsSinceNoInversion) {
   const cxlt_stats_t full = rt->stats();
   EXPECT_EQ(full.inversions, 0u);
   EXPECT_EQ(full.placement_blocks, 1u);
+}
+
+// Two callers snapshot (1, then 2) and count with the lock released; whichever order they
+// finish in, the recorded measure is snapshot 2's, and the clean step is the latest clean
+// snapshot's.
+TEST(Placement, TheLatestSnapshotsMeasureIsKept) {
+  for (bool later_finishes_first : {false, true}) {
+    PlacementTrack t;
+    const uint64_t first = t.begin(), second = t.begin();
+    ASSERT_LT(first, second);
+    PlacementMeasure dirty, clean;
+    dirty.inversions = 5;
+    dirty.blocks = 9;
+    clean.blocks = 8;
+    if (later_finishes_first) {
+      EXPECT_TRUE(t.record(clean, second, 20));
+      EXPECT_FALSE(t.record(dirty, first, 10));  // older: dropped
+    } else {
+      EXPECT_TRUE(t.record(dirty, first, 10));
+      EXPECT_TRUE(t.record(clean, second, 20));
+    }
+    EXPECT_TRUE(t.measured);
+    EXPECT_EQ(t.last.inversions, 0u);
+    EXPECT_EQ(t.last.blocks, 8u);
+    EXPECT_TRUE(t.ever_clean);
+    EXPECT_EQ(t.last_clean_step, 20u);
+    EXPECT_FALSE(t.record(clean, second, 30));  // the same snapshot twice: once
+    EXPECT_EQ(t.last_clean_step, 20u);
+  }
+  PlacementTrack t;
+  PlacementMeasure dirty;
+  dirty.inversions = 1;
+  EXPECT_TRUE(t.record(dirty, t.begin(), 4));
+  EXPECT_FALSE(t.ever_clean);  // never clean: steps since none count from open
+}
+
+// Engine threads admit, access (by key and by handle) and step while two threads poll the
+// stats (each call sorts and counts with the lock released, and the C++ and JSON forms both
+// measure) and the mover reconciles. Afterwards, settled: the measure equals the brute-force
+// count, and a quick stats() reports the same measure.
+TEST(Placement, PollersBesideEngineThreadsAndTheMover) {
+  RuntimeConfig cfg = three_tier_config(8, 16, 64);
+  auto rt = Runtime::open(cfg);
+  std::vector<Key> keys;
+  for (uint64_t i = 0; i < 96; ++i) keys.push_back(key_from_sequence(5, i));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> polls{0};
+  std::vector<std::thread> pollers;
+  for (int p = 0; p < 2; ++p)
+    pollers.emplace_back([&, p] {
+      while (!stop.load()) {
+        if (p == 0) {
+          const cxlt_stats_t s = rt->stats();
+          EXPECT_LE(s.placement_blocks, 88u);  // at most every block the tiers hold
+        } else {
+          EXPECT_NE(rt->stats_json().find("\"inversions\""), std::string::npos);
+        }
+        polls.fetch_add(1);
+      }
+    });
+  std::vector<std::thread> engines;
+  for (int e = 0; e < 2; ++e)
+    engines.emplace_back([&, e] {
+      std::mt19937_64 rng(static_cast<uint64_t>(e) + 11);
+      for (int op = 0; op < 3000; ++op) {
+        const Key &k = keys[rng() % keys.size()];
+        const float a = static_cast<float>(rng() % 1000) / 1000.0f;
+        try {
+          switch (rng() % 4) {
+            case 0: rt->admit(k); break;
+            case 1: rt->access(&k, &a, 1); break;
+            case 2: {
+              Block b;
+              if (rt->lookup(k, &b)) rt->access_handles(&b.handle, &a, 1);
+              break;
+            }
+            default: rt->step();
+          }
+        } catch (const Error &ex) {
+          // Another thread dropped the block meanwhile, or every slot is busy.
+          ASSERT_TRUE(ex.code() == CXLT_ERROR_NOT_FOUND || ex.code() == CXLT_ERROR_OUT_OF_TIER_MEMORY) << ex.what();
+        }
+      }
+    });
+  for (auto &t : engines) t.join();
+  while (polls.load() < 4) std::this_thread::yield();  // the pollers overlapped the engines
+  stop = true;
+  for (auto &t : pollers) t.join();
+  ASSERT_TRUE(rt->wait_idle(-1));
+  const cxlt_stats_t s = rt->stats();
+  const Brute b = brute_force(*rt, keys, {});
+  EXPECT_EQ(s.inversions, b.inversions);
+  EXPECT_NEAR(s.inversion_max_gap, b.max_gap, 1e-12);
+  const cxlt_stats_t quick = rt->stats(/*measure_placement=*/false);
+  EXPECT_EQ(quick.inversions, s.inversions);
+  EXPECT_EQ(quick.placement_blocks, s.placement_blocks);
+  EXPECT_EQ(rt->validate(), "");
 }
 
 }  // namespace
