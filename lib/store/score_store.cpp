@@ -29,6 +29,10 @@ size_t next_pow2(size_t v) {
   while (p < v) p <<= 1;
   return p;
 }
+// The key index's slots for a store sized for `states` states: a power of two, at load 1/2 or
+// less with every one of them present. The constructor sizes the index by it, and
+// bytes_per_state counts it.
+size_t index_slots_for(size_t states) { return next_pow2(states * 2); }
 }  // namespace
 
 ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
@@ -47,7 +51,7 @@ ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
   entries_.set_huge_pages(opt_.huge_pages);
   entries_.reserve(initial);
   in_use_.reserve(initial);
-  rehash(next_pow2(initial * 2));
+  rehash(index_slots_for(initial));
 }
 
 void ScoreStore::rehash(size_t table_size) {
@@ -179,7 +183,7 @@ void ScoreStore::set_resident(NodeId id, bool resident) noexcept {
 double ScoreStore::bytes_per_state(uint64_t capacity) noexcept {
   const double b = sizeof(StoreEntry) + sizeof(decltype(in_use_)::value_type);
   if (capacity == 0) return b + 2 * sizeof(Slot);
-  const double slots = static_cast<double>(next_pow2(static_cast<size_t>(capacity) * 2));  // as the constructor sizes it
+  const double slots = static_cast<double>(index_slots_for(static_cast<size_t>(capacity)));
   return b + slots * sizeof(Slot) / static_cast<double>(capacity) + sizeof(decltype(fheap_)::value_type) +
          sizeof(decltype(fpos_)::value_type);
 }
