@@ -11,6 +11,7 @@
 #include "tools/bench_stats.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -34,11 +35,13 @@ struct RatioRegistrar {
 };
 
 // Pin the calling thread to CPU $CXLT_BENCH_CPU (default 0), so that a candidate and its
-// baseline run where the other's cache state cannot follow them around.
-inline void pin_to_bench_cpu() {
+// baseline run where the other's cache state cannot follow them around; `offset` CPUs past it
+// (modulo the CPUs online) for a benchmark's further threads.
+inline void pin_to_bench_cpu(int offset = 0) {
   int cpu = 0;
   if (const char *c = std::getenv("CXLT_BENCH_CPU")) cpu = std::atoi(c);
-  cxlt_bench_stats::pin_to_cpu(cpu);
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cxlt_bench_stats::pin_to_cpu(static_cast<int>((cpu + offset) % (ncpu > 0 ? ncpu : 1)));
 }
 
 }  // namespace cxlt_bench

@@ -476,7 +476,7 @@ int run(const RunOptions &o) {
     auto now = std::chrono::steady_clock::now();
     if (!o.quiet && (now - last_progress > std::chrono::milliseconds(tty ? 250 : 5000) || done == o.steps)) {
       last_progress = now;
-      cxlt_stats_t s = rt->stats();
+      cxlt_stats_t s = rt->stats(/*measure_placement=*/false);  // the line shows no placement figure
       std::string occ;
       for (uint32_t t = 0; t < s.tier_count; ++t)
         occ += std::string(t ? "  " : "") + rt->tier_info(t).name + " " + std::to_string(s.tier[t].blocks) + "/" +

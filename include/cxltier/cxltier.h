@@ -467,7 +467,7 @@ typedef struct cxlt_stats_s {
   uint64_t remote_bytes_in;       /**< block bytes fetched from it (verified) */
   uint64_t reserved[2];
   /* Placement quality (docs/runtime.md, "Placement quality"), measured by every cxlt_stats_get
-   * and cxlt_stats_json: appended after reserved[], so a caller built against the header without
+   * at the full size and every cxlt_stats_json: appended after reserved[], so a caller built against the header without
    * them passes the smaller size (offsetof(cxlt_stats_t, inversions)) and gets every field
    * before them. */
   uint64_t inversions;            /**< pairs of unpinned, not-moving blocks out of the promotion rule's order
@@ -485,8 +485,9 @@ typedef struct cxlt_stats_s {
  * fields, offsetof(cxlt_stats_t, inversions): only that many bytes are written, and the smaller
  * size skips the placement measure. The measure scans every remembered state under the
  * runtime's lock (engine threads' calls wait for it: about 4 ms at 1M states), then sorts the
- * resident blocks' keep values with no lock held, in the calling thread (about 65 ms at 1M
- * resident blocks; docs/runtime.md, "Placement quality").
+ * resident blocks' keep values with no lock held, in the calling thread (about 70 ms at 1M
+ * resident blocks; docs/runtime.md, "Placement quality"). The counters and inversions are as of
+ * the scan; steps_since_no_inversion is read when the call returns.
  * \return CXLT_ERROR_INVALID_ARGUMENT if out is NULL, or out->size or out->version is not one
  *         this library knows; CXLT_ERROR_CLOSED for a closed handle.
  */

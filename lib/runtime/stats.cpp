@@ -24,14 +24,14 @@ cxlt_stats_t Runtime::stats() const { return stats(true); }
 //   1. Under the mutex, with the counters: every movable block's keep value is copied out per
 //      tier, and the snapshot is numbered (snapshot_keep_values).
 //   2. With no lock: the values are sorted and the inversions counted (count_inversions).
-//   3. Under the mutex again: the measure is recorded unless a later-numbered snapshot's was
-//      recorded meanwhile by another caller (PlacementTrack::record), and the steps since a clean
-//      measure are read at the current step.
-// The figures returned are those of this call's snapshot, consistent as of step 1.
+//   3. Under the mutex again: the measure is recorded (PlacementTrack::record: the latest
+//      snapshot's is kept when two callers count at once), and the steps since a measure last
+//      found no inversion are read at the current step.
+// The counters and the inversions returned are as of part 1; steps_since_no_inversion is as of
+// part 3 (steps the engine took during the sort count).
 cxlt_stats_t Runtime::stats(bool measure_placement) const {
   const Impl &m = *impl_;
   thread_local std::vector<std::vector<double>> by_tier;  // keeps its capacity between calls
-  uint64_t snapshot = 0, snapshot_step = 0;
   std::unique_lock lk(m.mu);
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   cxlt_stats_t s{};
@@ -65,8 +65,7 @@ cxlt_stats_t Runtime::stats(bool measure_placement) const {
   }
   PlacementMeasure pm = m.placement.last;
   if (measure_placement) {
-    snapshot = m.snapshot_keep_values(by_tier);
-    snapshot_step = m.now;
+    const uint64_t snapshot = m.snapshot_keep_values(by_tier), snapshot_step = m.now;
     lk.unlock();
     pm = count_inversions(by_tier);
     lk.lock();

@@ -199,9 +199,10 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
         }
       });
     // The reader's queries drain under the mutex as the engines record. stats() measures the
-    // placement every 64th call only: the measure sorts every state's priority with the mutex
-    // held, and a reader taking it at every call made this test's time depend on how often it
-    // won the mutex (4.7 s to 65 s in the plain build).
+    // placement every 64th call only: the measure scans every state (with the mutex held) and
+    // sorts their keep values, and when the sort too was under the mutex a reader measuring at
+    // every call made this test's time depend on how often it won the mutex (4.7 s to 65 s in
+    // the plain build).
     std::thread reader([&] {
       std::mt19937_64 rng(round);
       for (unsigned q = 0; !done.load(); ++q) {
