@@ -64,12 +64,18 @@ struct Resident {
 
 constexpr size_t kSpare = size_t{1} << 18;  // admissions room in the second tier (evicting)
 
+// The runtimes the cases run on: one synchronous tier holding every block; the same with a
+// second tier that takes what is demoted or admitted past it (evicting); or two tiers,
+// asynchronous (the mover, its reconciliation of the tiers' order and the migration workers
+// all run), promotion off, 60 % of the blocks fitting the first tier (tiered).
+enum class Shape { one_tier, evicting, tiered };
+
 // The threads of a threaded case call this at once: the first builds, the other waits.
-Resident &resident(size_t n, bool runs, bool evicting = false) {
+Resident &resident(size_t n, bool runs, Shape shape = Shape::one_tier) {
   static std::mutex mu;
   std::lock_guard lk(mu);
-  static std::map<std::tuple<size_t, bool, bool>, std::unique_ptr<Resident>> cache;
-  auto &slot = cache[{n, runs, evicting}];
+  static std::map<std::tuple<size_t, bool, Shape>, std::unique_ptr<Resident>> cache;
+  auto &slot = cache[{n, runs, shape}];
   if (slot) return *slot;
   cxltier::RuntimeConfig cfg;
   cfg.topology = "emulated";
@@ -84,13 +90,22 @@ Resident &resident(size_t n, bool runs, bool evicting = false) {
   cfg.tiers.push_back(t);
   cfg.synchronous = true;
   cfg.store_capacity = n + 1024;
-  if (evicting) {
+  if (shape == Shape::evicting) {
     t.name = "dram";
     t.kind = cxltier::TierKind::dram;
     t.budget_bytes = kSpare * 1024;
     cfg.tiers.push_back(t);
     cfg.promotion = cxltier::PromotionRule::never;
     cfg.store_capacity = n + kSpare + 1024;
+  } else if (shape == Shape::tiered) {
+    cfg.tiers[0].budget_bytes = n * 6 / 10 * 1024;
+    t.name = "dram";
+    t.kind = cxltier::TierKind::dram;
+    t.budget_bytes = n * 1024;
+    cfg.tiers.push_back(t);
+    cfg.synchronous = false;
+    cfg.promotion = cxltier::PromotionRule::never;
+    cfg.store_capacity = 2 * n;  // at least the blocks both tiers could hold
   }
   auto r = std::make_unique<Resident>();
   r->rt = cxltier::Runtime::open(cfg);
@@ -100,6 +115,7 @@ Resident &resident(size_t n, bool runs, bool evicting = false) {
     all[i] = cxltier::key_from_sequence(i / 64, i % 64);
     all_handles[i] = r->rt->admit(all[i]).handle;
   }
+  if (shape == Shape::tiered) r->rt->wait_idle(-1);  // the demotions and the order settled first
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<float> att(0.0f, 1.0f);
   r->batch = std::min(kBatch, n);
@@ -144,7 +160,7 @@ BENCHMARK(BM_AccessHandles)->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0, 1}})-
 // that pays for the index entries the step's accesses deferred. Items: block accesses.
 void BM_AccessHandlesThenAdmit(benchmark::State &state) {
   cxlt_bench::pin_to_bench_cpu();
-  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0, true);
+  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0, Shape::evicting);
   const size_t k = r.batch;
   static uint64_t fresh = 0;  // new blocks, numbered past every resident one across runs
   // One admission before the clock starts: at a power-of-two resident count the first one
@@ -451,50 +467,6 @@ void BM_AccessHandlesWhileStats(benchmark::State &state) {
 }
 BENCHMARK(BM_AccessHandlesWhileStats)->Arg(1 << 10)->Arg(1 << 20)->ArgName("resident")->UseRealTime();
 
-// 1M resident blocks over two null tiers, asynchronous (the mover, its reconciliation of the
-// tiers' order and the migration workers all run), promotion off: 60 % of the blocks fit the
-// first tier; batches of 4,096 random residents as BM_AccessHandles'. Built once and kept.
-Resident &resident_tiered(size_t n) {
-  static std::map<size_t, std::unique_ptr<Resident>> cache;
-  auto &slot = cache[n];
-  if (slot) return *slot;
-  cxltier::RuntimeConfig cfg;
-  cfg.topology = "emulated";
-  cfg.geometry.layers = cfg.geometry.kv_heads = cfg.geometry.head_dim = cfg.geometry.bytes_per_element = 1;
-  cfg.geometry.k_and_v = false;
-  cfg.geometry.tokens_per_block = 1024;
-  cxltier::TierConfig t;
-  t.name = "hbm";
-  t.kind = cxltier::TierKind::hbm;
-  t.backend = "null";
-  t.budget_bytes = n * 6 / 10 * 1024;
-  cfg.tiers.push_back(t);
-  t.name = "dram";
-  t.kind = cxltier::TierKind::dram;
-  t.budget_bytes = n * 1024;
-  cfg.tiers.push_back(t);
-  cfg.promotion = cxltier::PromotionRule::never;
-  cfg.store_capacity = 2 * n;  // at least the blocks both tiers could hold
-  auto r = std::make_unique<Resident>();
-  r->rt = cxltier::Runtime::open(cfg);
-  std::vector<uint64_t> all_handles(n);
-  for (size_t i = 0; i < n; ++i) all_handles[i] = r->rt->admit(cxltier::key_from_sequence(i / 64, i % 64)).handle;
-  r->rt->wait_idle(-1);
-  std::mt19937_64 rng(42);
-  std::uniform_real_distribution<float> att(0.0f, 1.0f);
-  r->batch = std::min(kBatch, n);
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  for (size_t b = 0; b < kBatches; ++b) {
-    for (size_t i = 0; i < r->batch; ++i) std::swap(order[i], order[i + rng() % (n - i)]);
-    for (size_t i = 0; i < r->batch; ++i) {
-      r->handles.push_back(all_handles[order[i]]);
-      r->attention.push_back(att(rng));
-    }
-  }
-  slot = std::move(r);
-  return *slot;
-}
 // An engine thread's accesses beside the mover: each step's accesses change keep values, so
 // the mover's passes find the tiers out of order and reconcile them (a scan of every state
 // under the mutex; docs/runtime.md, "Placement quality"), and the engine's step waits for the
@@ -502,7 +474,7 @@ Resident &resident_tiered(size_t n) {
 // better), and moves, the promotions and demotions so far.
 void BM_AccessHandlesTiered(benchmark::State &state) {
   cxlt_bench::pin_to_bench_cpu();
-  Resident &r = resident_tiered(static_cast<size_t>(state.range(0)));
+  Resident &r = resident(static_cast<size_t>(state.range(0)), false, Shape::tiered);
   const size_t k = r.batch;
   size_t b = 0;
   uint64_t worst = 0;
