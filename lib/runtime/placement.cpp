@@ -116,10 +116,14 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   const size_t T = tiers.size();
   if (T < 2 || budget == 0 || reconciling) return 0;
   reconciling = true;  // the scratch below is this call's while the lock is released (the pick, a synchronous copy)
+  reconcile_stale = false;
   struct Done {
-    bool &flag;
-    ~Done() { flag = false; }
-  } done{reconciling};
+    Impl &m;
+    ~Done() {
+      m.reconciling = false;
+      if (m.cfg.synchronous) m.moved_cv.notify_all();  // a wait_settled waits for this call (below)
+    }
+  } done{*this};
   rank_all.resize(T);
   rank_low.resize(T);
   rank_high.resize(T);
@@ -130,8 +134,10 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   });
   // The candidates are picked from the scan with the lock released (the pick was a third of
   // the time the lock was held at 1M blocks). Blocks may change meanwhile: each candidate is
-  // checked again under the lock below (still: same generation, tier, movable) and each pair
-  // compared by its current keep values, so a candidate gone stale is skipped, never moved.
+  // checked again under the lock below (still: same generation and tier, movable), and a pair
+  // out of order by the scan's values is moved only if it still is by the current ones; one
+  // that is not marks the scan stale (reconcile_stale), so that no caller takes this pass for
+  // proof that the order is settled.
   for (size_t t = 0; t < T; ++t) {  // sized here: nothing allocates, or throws, unlocked
     const size_t k = std::min(budget, rank_all[t].size());
     rank_low[t].resize(k);
@@ -174,9 +180,11 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
       while (p < low.size() && !still(low[p], i)) ++p;
       if (p == low.size()) break;
       const Ranked b = low[p];
-      // By the scan's values, sorted, no later pair would be out of order; by the current
-      // values (accesses applied since the scan) a later one may be.
-      if (!(keep_value(a.id) > keep_value(b.id) + kPlacementHysteresis)) continue;
+      if (!(a.keep > b.keep + kPlacementHysteresis)) break;  // sorted: no later pair is out of order
+      if (!(keep_value(a.id) > keep_value(b.id) + kPlacementHysteresis)) {  // accessed since the scan
+        reconcile_stale = true;
+        continue;
+      }
       SlotId d = kInvalidSlot;
       if (room(i)) {
         if (allocate_for_move(i, &d) != CXLT_OK) break;
@@ -222,7 +230,11 @@ bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeo
     // No threads: the order is reconciled here, each copy in this thread.
     drain_accesses();
     const size_t budget = std::max<size_t>(1, cfg.migration_batch) * tiers.size();
-    for (int round = 0; round < kSettleRounds && reconcile(lk, budget) > 0; ++round) {
+    for (int round = 0; round < kSettleRounds; ++round) {
+      // Another engine thread's reconcile may own the scratch, its lock released for the pick
+      // or a copy: wait for it (it notifies as it returns), then reconcile here.
+      moved_cv.wait(lk, [&] { return !reconciling; });
+      if (reconcile(lk, budget) == 0 && !reconcile_stale) break;
     }
     return jobs.empty() && in_flight == 0;
   }
