@@ -345,9 +345,10 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   }
 
   // The order: scanned when a wait_idle waits for it; otherwise again at the next pass when the
-  // last scan moved blocks, else 10 ms later, and never sooner than 4 times the last scan's
-  // duration after its start (the scan reads every resident block's state under the lock: at
-  // most a quarter of the mover's time, and of the lock's, goes to it). reconcile releases the
+  // last scan moved blocks, else 10 ms later, and never sooner than 4 times the last
+  // reconcile's duration (scan, pick and moves) after its start (the scan reads every resident
+  // block's state under the lock: at most a quarter of the mover's time, and of the lock's,
+  // goes to it). reconcile releases the
   // lock while it picks: a scan taken while copies were queued or in flight left their blocks
   // out, and those may have landed meanwhile, so only a scan taken with none, and not stale
   // (reconcile_stale), can make the pass quiet.

@@ -232,9 +232,12 @@ bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeo
     const size_t budget = std::max<size_t>(1, cfg.migration_batch) * tiers.size();
     for (int round = 0; round < kSettleRounds; ++round) {
       // Another engine thread's reconcile may own the scratch, its lock released for the pick
-      // or a copy: wait for it (it notifies as it returns), then reconcile here.
+      // or a copy: wait for it (it notifies as it returns), then reconcile here. A round that
+      // moves nothing ends the wait, stale or not: a scan goes stale only when engine threads
+      // act meanwhile, and then no wait can promise an order (nor should it rescan every state
+      // up to kSettleRounds times while they do).
       moved_cv.wait(lk, [&] { return !reconciling; });
-      if (reconcile(lk, budget) == 0 && !reconcile_stale) break;
+      if (reconcile(lk, budget) == 0) break;
     }
     return jobs.empty() && in_flight == 0;
   }
