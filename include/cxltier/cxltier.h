@@ -331,7 +331,8 @@ CXLT_NODISCARD CXLT_API cxlt_result_t cxlt_block_release(cxlt_runtime_t *rt, cxl
  * them are resident when it returns.
  * \return CXLT_ERROR_INVALID_ARGUMENT (NULL keys or blocks_out with n > 0, an unknown flag, a
  *         block pinned 65535 times); CXLT_ERROR_OUT_OF_TIER_MEMORY when the tiers cannot hold
- *         every key resident nowhere (the rest pinned or moving): nothing admitted, no block
+ *         every key resident nowhere (the rest pinned; blocks that a copy or another call
+ *         holds for the moment are waited for first, up to 8 times): nothing admitted, no block
  *         moved for it; CXLT_ERROR_BACKEND if a tier could not supply memory (the blocks this
  *         call placed are freed again, their state as before).
  */

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace cxltier {
 
@@ -135,8 +136,36 @@ bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, RoomFo
   return true;
 }
 
+namespace {
+constexpr uint8_t kPassageFlags = kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed;
+thread_local std::vector<NodeId> t_passage;  // the blocks wait_out_passage waits for
+}  // namespace
+
+bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk) {
+  std::vector<NodeId> &seen = t_passage;
+  seen.clear();
+  store->for_each([&](NodeId id, const StoreEntry &e) {
+    if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kPassageFlags) != 0) seen.push_back(id);
+  });
+  if (seen.empty()) return false;
+  // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
+  // A block that left its passage and entered another between two wake-ups is waited for
+  // again: that only lengthens the wait by the second copy.
+  moved_cv.wait(lk, [&] {
+    for (const NodeId id : seen) {
+      const StoreEntry &e = (*store)[id];
+      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kPassageFlags) != 0) return false;
+    }
+    return true;
+  });
+  return true;
+}
+
 // Put a non-resident block into the fastest tier with a free slot; when every tier is full,
-// make room (cascading demotions, dropping from the last tier) and retry.
+// make room (cascading demotions, dropping from the last tier) and retry. When no block may
+// move but some are only in passage (a copy, another call's room or admission), it waits for
+// them and tries again, so that an admission beside a busy mover or another prefill is not
+// refused for room that is about to exist.
 int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
   int prepared = -1;  // tier whose policy saw before_admit (ARC adapts there, once)
   // Into a full fastest tier: its victim goes down a tier (a copy in this thread, the lock
@@ -179,11 +208,12 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, RoomFor::needed);
     // A cascade that found no victim in its own tier may still have freed a slot below it.
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
+    if (!progress) progress = wait_out_passage(lk);
     if (!progress)
-      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned or moving (",
+      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned (",
            store->size(), " states, ", (*store)[id].key.hex(), " not admitted)");
   }
-  fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "could not keep a free slot: other threads took every slot made free");
+  fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "could not keep a free slot in 16 tries: other threads took every slot made free, or blocks stayed moving");
 }
 
 // The remote tier's fetch (remote.hpp). The block was just placed and is flagged admitting; it

@@ -39,6 +39,9 @@ struct BatchScratch {
 };
 thread_local BatchScratch t_scratch;
 
+// How many times admit_batch waits for blocks in passage before it refuses a batch short of room.
+constexpr int kPassageRounds = 8;
+
 // keys sorted; the first position of a key that appears twice, or n.
 size_t first_repeat(const Key *keys, size_t n, std::vector<Key> &sorted, Key *dup) {
   sorted.assign(keys, keys + n);
@@ -66,46 +69,56 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   BatchScratch &s = t_scratch;
   std::unique_lock lk(m.mu);
   m.drain_accesses();
-  // Wait while another thread admits one of the keys (the lock is released while it places it).
-  while (true) {
-    bool busy = false;
-    for (size_t i = 0; i < n && !busy; ++i) {
-      const NodeId id = m.store->find(keys[i]);
-      busy = id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting);
+  // The check, each round: first wait while another thread admits one of the keys (the lock is
+  // released while it places it). Then distinct keys resident nowhere need a slot each; free
+  // slots and unpinned blocks that may move (outside the batch: those are kept) must cover them.
+  // When they do not, blocks in passage (wait_out_passage: a copy, another call's room or
+  // admission) are waited for and the check is made again, so that a prefill beside a busy
+  // mover or another prefill is not refused for room about to exist; with none, it refuses.
+  uint64_t need = 0;
+  for (int round = 0;; ++round) {
+    while (true) {
+      bool busy = false;
+      for (size_t i = 0; i < n && !busy; ++i) {
+        const NodeId id = m.store->find(keys[i]);
+        busy = id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting);
+      }
+      if (!busy) break;
+      m.moved_cv.wait(lk);
     }
-    if (!busy) break;
-    m.moved_cv.wait(lk);
-  }
-  // The check: distinct keys resident nowhere need a slot each; free slots and unpinned blocks
-  // that may move (outside the batch: those are kept) must cover them.
-  s.sorted.assign(keys, keys + n);
-  std::sort(s.sorted.begin(), s.sorted.end());
-  uint64_t need = 0, batch_movable = 0;
-  for (size_t i = 0, times = 1; i < s.sorted.size(); i += times) {
-    const Key &k = s.sorted[i];
-    for (times = 1; i + times < s.sorted.size() && s.sorted[i + times] == k; ++times) {
+    s.sorted.assign(keys, keys + n);
+    std::sort(s.sorted.begin(), s.sorted.end());
+    uint64_t batch_movable = 0;
+    need = 0;
+    for (size_t i = 0, times = 1; i < s.sorted.size(); i += times) {
+      const Key &k = s.sorted[i];
+      for (times = 1; i + times < s.sorted.size() && s.sorted[i + times] == k; ++times) {
+      }
+      const NodeId id = m.store->find(k);
+      if (id == kNoNode || (*m.store)[id].res.tier < 0) {
+        ++need;
+        continue;
+      }
+      const StoreEntry &e = (*m.store)[id];
+      if (e.res.pins + times > 0xffff)  // each entry pins it once while the batch is placed
+        fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.res.pins, " times already");
+      if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
     }
-    const NodeId id = m.store->find(k);
-    if (id == kNoNode || (*m.store)[id].res.tier < 0) {
-      ++need;
-      continue;
-    }
-    const StoreEntry &e = (*m.store)[id];
-    if (e.res.pins + times > 0xffff)  // each entry pins it once while the batch is placed
-      fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.res.pins, " times already");
-    if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
-  }
-  uint64_t free_slots = 0;
-  for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
-  if (need > free_slots) {
+    uint64_t free_slots = 0;
+    for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
+    if (need <= free_slots) break;
     uint64_t movable = 0;
     m.store->for_each([&](NodeId, const StoreEntry &e) {
       if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0) ++movable;
     });
     movable -= std::min(movable, batch_movable);
-    if (need > free_slots + movable)
-      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
-           " free and ", movable, " blocks that may make room (every other block is pinned or moving): nothing admitted");
+    if (need <= free_slots + movable) break;
+    // A bound on the rounds: under a stream of other prefills the room could stay short.
+    const bool waited = round < kPassageRounds && m.wait_out_passage(lk);
+    if (waited) continue;
+    fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
+         " free and ", movable, " blocks that may make room (every other block is pinned",
+         round < kPassageRounds ? "" : " or still moving after waits for the moves", "): nothing admitted");
   }
   // Room for the whole burst first, its demotions copied together (batch_room.cpp); then the
   // blocks take the slots freed, one by one as admit() places a block.

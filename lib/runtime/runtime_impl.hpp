@@ -151,6 +151,12 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // goes on without the room).
   enum class RoomFor : uint8_t { needed, chosen };
   bool make_room(std::unique_lock<std::mutex> &lk, int tier, RoomFor why, int depth = 0);
+  // Resident, unpinned blocks that can be neither a victim nor counted as room for the moment:
+  // a copy moves them (kFlagMoving), another call holds them while it makes room (kFlagHeld,
+  // kFlagUnindexed) or admits them (kFlagAdmitting). Each such state ends without the caller:
+  // the copy finishes, the other call returns. With none, returns false at once; else waits
+  // (the lock released) until every block found so has left it, and returns true.
+  bool wait_out_passage(std::unique_lock<std::mutex> &lk);
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
 

@@ -175,6 +175,47 @@ TEST(Batch, PrefixPinHoldsWhileOthersEvict) {
   EXPECT_EQ(rt->stats().migration_failures, 0u);
 }
 
+// Four prefills at once, each of 7 new blocks pinned until the next, in 32 slots: the other
+// three hold at most 21 pins, so room for 7 always exists or is about to (a copy in flight, a
+// block another prefill holds while it makes its own room). None may be refused for it: the
+// calls wait for blocks in passage. The engines also reread their last prefill, so the mover
+// promotes and demotes meanwhile.
+TEST(Batch, ConcurrentPrefillsWaitForRoomInPassage) {
+  RuntimeConfig cfg = three_tier_config(8, 8, 16);
+  auto rt = Runtime::open(cfg);
+  const size_t bytes = cfg.geometry.bytes();
+  constexpr int kThreads = 4, kRounds = 400;
+  constexpr size_t kBlocks = 7;
+  std::atomic<uint64_t> refused{0}, torn{0};
+  std::vector<std::thread> engines;
+  for (int t = 0; t < kThreads; ++t)
+    engines.emplace_back([&, t] {
+      std::vector<Block> b(kBlocks);
+      for (int r = 0; r < kRounds; ++r) {
+        const std::vector<Key> k = seq(1000u * (t + 1) + r, kBlocks);
+        try {
+          rt->admit_batch(k.data(), k.size(), true, b.data(), nullptr);
+        } catch (const Error &e) {
+          EXPECT_EQ(e.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY) << e.what();
+          if (refused++ == 0) ADD_FAILURE() << "refused: " << e.what();
+          continue;
+        }
+        for (size_t i = 0; i < kBlocks; ++i) fill_block(b[i].data, bytes, k[i], r);
+        rt->access(k.data(), nullptr, k.size());
+        rt->step();
+        for (size_t i = 0; i < kBlocks; ++i)
+          if (!check_block(b[i].data, bytes, k[i])) ++torn;
+        rt->unpin_batch(k.data(), k.size());
+      }
+    });
+  for (std::thread &e : engines) e.join();
+  EXPECT_EQ(refused.load(), 0u);
+  EXPECT_EQ(torn.load(), 0u);
+  ASSERT_TRUE(rt->wait_idle(-1));
+  EXPECT_EQ(rt->validate(), "");
+  EXPECT_EQ(rt->stats().migration_failures, 0u);
+}
+
 TEST(Batch, ReleaseAndUnpinCheckFirst) {
   auto rt = Runtime::open(three_tier_config(4, 4, 8));
   std::vector<Key> k = seq(1, 4);
