@@ -345,20 +345,26 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   }
 
   // The order: scanned when a wait_idle waits for it; otherwise again at the next pass when the
-  // last scan moved blocks, else 10 ms later, and never sooner than 4 times the last scan's
-  // duration after its start (the scan reads every resident block's state under the lock: at
-  // most a quarter of the mover's time, and of the lock's, goes to it).
+  // last scan moved blocks, else 10 ms later, and never sooner than 4 times the last
+  // reconcile's duration (scan, pick and moves) after its start (the scan reads every resident
+  // block's state under the lock: at most a quarter of the mover's time, and of the lock's,
+  // goes to it). reconcile releases the
+  // lock while it picks: a scan taken while copies were queued or in flight left their blocks
+  // out, and those may have landed meanwhile, so only a scan taken with none, and not stale
+  // (reconcile_stale), can make the pass quiet.
   const uint64_t t_ns = now_ns();
-  bool scanned = false;
+  bool scanned = false, scan_whole = false;
   if (settle_waiters > 0 || t_ns >= next_reconcile_ns) {
     scanned = true;
+    const bool none_moving = jobs.empty() && in_flight == 0;
     reconcile_again = reconcile(lk, std::max<size_t>(1, cfg.migration_batch) * (tiers.size() - 1)) > 0;
+    scan_whole = none_moving && !reconcile_stale;
     const uint64_t took = now_ns() - t_ns;
     next_reconcile_ns = t_ns + std::max<uint64_t>(reconcile_again ? 0 : 10'000'000, 4 * took);
   }
   const bool idle = moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0;
-  if (idle && !reconcile_again) idle_pass = pass;  // wait_idle(0) polls this
-  if (idle && scanned) {
+  if (idle && !reconcile_again && (!scanned || scan_whole)) idle_pass = pass;  // wait_idle(0) polls this
+  if (idle && scanned && scan_whole) {
     quiet_pass = pass;
     moved_cv.notify_all();  // wait_idle waits for such a pass
   }

@@ -26,7 +26,7 @@ constexpr int kSettleRounds = 4096;
 // keep value is score x (1-alpha)^d for a block idle d steps: the factor for each d below
 // kMemo is computed once a scan, by the same std::pow call as lrfu_effective_score, rather
 // than once a block (the keep-value call and its pow were over a third of a reconciliation's
-// scan of 1M blocks).
+// scan of 1M blocks, all of it under the lock).
 class ScanKeep {
 public:
   explicit ScanKeep(const Runtime::Impl &m) noexcept
@@ -115,11 +115,15 @@ PlacementMeasure count_inversions(std::vector<std::vector<double>> &by_tier) {
 size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget) {
   const size_t T = tiers.size();
   if (T < 2 || budget == 0 || reconciling) return 0;
-  reconciling = true;  // the scratch below is this call's while a synchronous copy releases the lock
+  reconciling = true;  // the scratch below is this call's while the lock is released (the pick, a synchronous copy)
+  reconcile_stale = false;
   struct Done {
-    bool &flag;
-    ~Done() { flag = false; }
-  } done{reconciling};
+    Impl &m;
+    ~Done() {
+      m.reconciling = false;
+      if (m.cfg.synchronous) m.moved_cv.notify_all();  // a wait_settled waits for this call (below)
+    }
+  } done{*this};
   rank_all.resize(T);
   rank_low.resize(T);
   rank_high.resize(T);
@@ -128,15 +132,26 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   store->for_each([&](NodeId id, const StoreEntry &e) {
     if (movable(e)) rank_all[static_cast<size_t>(e.res.tier)].push_back(Ranked{keep(id, e), id, e.res.generation});
   });
-  const auto lower = [](const Ranked &a, const Ranked &b) { return a.keep < b.keep || (a.keep == b.keep && a.id < b.id); };
-  const auto higher = [](const Ranked &a, const Ranked &b) { return a.keep > b.keep || (a.keep == b.keep && a.id < b.id); };
-  for (size_t t = 0; t < T; ++t) {
+  // The candidates are picked from the scan with the lock released (the pick was a third of
+  // the time the lock was held at 1M blocks). Blocks may change meanwhile: each candidate is
+  // checked again under the lock below (still: same generation and tier, movable), and a pair
+  // out of order by the scan's values is moved only if it still is by the current ones; one
+  // that is not marks the scan stale (reconcile_stale), so that no caller takes this pass for
+  // proof that the order is settled.
+  for (size_t t = 0; t < T; ++t) {  // sized here: nothing allocates, or throws, unlocked
     const size_t k = std::min(budget, rank_all[t].size());
     rank_low[t].resize(k);
     rank_high[t].resize(k);
+  }
+  lk.unlock();
+  const auto lower = [](const Ranked &a, const Ranked &b) { return a.keep < b.keep || (a.keep == b.keep && a.id < b.id); };
+  const auto higher = [](const Ranked &a, const Ranked &b) { return a.keep > b.keep || (a.keep == b.keep && a.id < b.id); };
+  for (size_t t = 0; t < T; ++t) {
     std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_low[t].begin(), rank_low[t].end(), lower);
     std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_high[t].begin(), rank_high[t].end(), higher);
   }
+  lk.lock();
+  if (stopping) return 0;
   const bool sync = cfg.synchronous;
   auto still = [&](const Ranked &r, int t) {
     if (!store->valid(r.id)) return false;
@@ -166,6 +181,10 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
       if (p == low.size()) break;
       const Ranked b = low[p];
       if (!(a.keep > b.keep + kPlacementHysteresis)) break;  // sorted: no later pair is out of order
+      if (!(keep_value(a.id) > keep_value(b.id) + kPlacementHysteresis)) {  // accessed since the scan
+        reconcile_stale = true;
+        continue;
+      }
       SlotId d = kInvalidSlot;
       if (room(i)) {
         if (allocate_for_move(i, &d) != CXLT_OK) break;
@@ -211,7 +230,14 @@ bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeo
     // No threads: the order is reconciled here, each copy in this thread.
     drain_accesses();
     const size_t budget = std::max<size_t>(1, cfg.migration_batch) * tiers.size();
-    for (int round = 0; round < kSettleRounds && reconcile(lk, budget) > 0; ++round) {
+    for (int round = 0; round < kSettleRounds; ++round) {
+      // Another engine thread's reconcile may own the scratch, its lock released for the pick
+      // or a copy: wait for it (it notifies as it returns), then reconcile here. A round that
+      // moves nothing ends the wait, stale or not: a scan goes stale only when engine threads
+      // act meanwhile, and then no wait can promise an order (nor should it rescan every state
+      // up to kSettleRounds times while they do).
+      moved_cv.wait(lk, [&] { return !reconciling; });
+      if (reconcile(lk, budget) == 0) break;
     }
     return jobs.empty() && in_flight == 0;
   }

@@ -387,6 +387,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t idle_pass = 0;                  // the last pass with nothing to do and no scan pending that moved blocks
   uint64_t next_reconcile_ns = 0;          // the mover's next scan for inversions, unless a wait_idle waits
   bool reconcile_again = false;            // the last scan moved blocks: scan again next pass
+  bool reconcile_stale = false;            // the last scan's pair out of order was not, by current values, once the lock was retaken
   bool reconciling = false;                // a reconcile call owns the scratch (the lock may be released)
   unsigned settle_waiters = 0;             // wait_idle calls waiting for the order to settle
 };
