@@ -23,30 +23,28 @@ constexpr uint64_t kSettlePasses = 1000;
 constexpr int kSettleRounds = 4096;
 
 // The keep values of one scan, each equal bit for bit to keep_value's. Under decaying LRFU a
-// keep value is score x (1-alpha)^d for a block idle d steps: the factor for each d below
-// kMemo is computed once a scan, by the same std::pow call as lrfu_effective_score, rather
-// than once a block (the keep-value call and its pow were over a third of a reconciliation's
-// scan of 1M blocks, all of it under the lock).
+// keep value is score x (1-alpha)^d for a block idle d steps: the factor comes from the table
+// filled at open (decay_factor, by the same std::pow call as lrfu_effective_score; (1-alpha)^0
+// is exactly 1) rather than from a pow per block (the keep-value call and its pow were over a
+// third of a reconciliation's scan of 1M blocks, under the lock).
+// Under LRFU in touch mode (the default) the keep value is the stored score itself, read here
+// from the entry the scan holds instead of through keep_value's call.
 class ScanKeep {
 public:
   explicit ScanKeep(const Runtime::Impl &m) noexcept
-      : m_(m), decays_(m.cfg.policy == PolicyKind::lrfu && m.cfg.lrfu.mode == ScoreMode::decay) {
-    std::fill(std::begin(factor_), std::end(factor_), -1.0);
-  }
-  double operator()(NodeId id, const StoreEntry &e) noexcept {
-    if (!decays_) return m_.keep_value(id);
+      : m_(m), touch_(m.cfg.policy == PolicyKind::lrfu && m.cfg.lrfu.mode == ScoreMode::touch) {}
+  double operator()(NodeId id, const StoreEntry &e) const noexcept {
+    if (touch_) return e.st.score;
+    const std::vector<double> &factor = m_.decay_factor;
+    if (factor.empty()) return m_.keep_value(id);
     const uint64_t d = m_.now - std::min(m_.now, e.st.last_access);
-    if (d == 0) return e.st.score;
-    if (d >= kMemo) return m_.keep_value(id);
-    if (factor_[d] < 0.0) factor_[d] = std::pow(1.0 - m_.cfg.lrfu.alpha, static_cast<double>(d));
-    return e.st.score * factor_[d];
+    if (d >= factor.size()) return m_.keep_value(id);
+    return e.st.score * factor[d];
   }
 
 private:
-  static constexpr uint64_t kMemo = 256;
   const Runtime::Impl &m_;
-  bool decays_;
-  double factor_[kMemo];  // -1: not computed yet
+  bool touch_;
 };
 }  // namespace
 

@@ -355,6 +355,12 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
 
   // --- placement.cpp: placement quality (placement.hpp), its state under mu.
   mutable PlacementTrack placement;
+  // Decaying LRFU's factor (1-alpha)^d for each idle time d below kDecayFactors (empty for the
+  // other policies and modes), by the same std::pow call as lrfu_effective_score: the scans
+  // below multiply by it instead of calling pow for each block. Filled at open (alpha is fixed
+  // from then on). An idle time this long or longer takes the pow.
+  static constexpr size_t kDecayFactors = 4096;
+  std::vector<double> decay_factor;
   double keep_value(NodeId id) const noexcept;  // the value the promotion rule compares (higher: keep in a faster tier)
   // keep_value of a state (`tick_of`: the tick the tick-ordered policies compare; `id` for OPT's next use).
   double keep_value_of(const PolicyState &st, NodeId id, uint64_t tick_of) const noexcept;

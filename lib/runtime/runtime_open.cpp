@@ -13,6 +13,7 @@
 #include <cxltier/tools/units.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -206,6 +207,11 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   }
   if (m->tiers.empty()) fail(CXLT_ERROR_CONFIG, "tiers: no tier to run on");
   m->all_lrfu = std::all_of(m->tiers.begin(), m->tiers.end(), [](const TierRt &t) { return t.lrfu != nullptr; });
+  if (cfg.policy == PolicyKind::lrfu && cfg.lrfu.mode == ScoreMode::decay) {
+    m->decay_factor.resize(Runtime::Impl::kDecayFactors);
+    for (size_t d = 0; d < m->decay_factor.size(); ++d)
+      m->decay_factor[d] = std::pow(1.0 - cfg.lrfu.alpha, static_cast<double>(d));
+  }
   if (cfg.verify_copies)
     for (const TierRt &t : m->tiers)
       if (!t.host && !t.no_bytes)
