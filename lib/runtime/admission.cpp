@@ -151,7 +151,8 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk) {
   // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
   // A block that left its passage and entered another between two wake-ups is waited for
   // again: that only lengthens the wait by the second copy.
-  moved_cv.wait(lk, [&] {
+  moved_cv.wait_for(lk, kPassageWait, [&] {
+    if (stopping) return true;
     for (const NodeId id : seen) {
       const StoreEntry &e = (*store)[id];
       if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kPassageFlags) != 0) return false;

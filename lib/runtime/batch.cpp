@@ -18,6 +18,7 @@
 #include <cxltier/error.hpp>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace cxltier {
@@ -102,23 +103,28 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       const StoreEntry &e = (*m.store)[id];
       if (e.res.pins + times > 0xffff)  // each entry pins it once while the batch is placed
         fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.res.pins, " times already");
-      if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld)) == 0) ++batch_movable;
+      if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0) ++batch_movable;
     }
     uint64_t free_slots = 0;
     for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
     if (need <= free_slots) break;
-    uint64_t movable = 0;
+    uint64_t movable = 0, passage = 0;
     m.store->for_each([&](NodeId, const StoreEntry &e) {
-      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting)) == 0) ++movable;
+      if (e.res.tier < 0 || e.res.pins != 0) return;
+      if ((e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0) {
+        ++movable;
+      } else {
+        ++passage;
+      }
     });
     movable -= std::min(movable, batch_movable);
     if (need <= free_slots + movable) break;
     // A bound on the rounds: under a stream of other prefills the room could stay short.
-    const bool waited = round < kPassageRounds && m.wait_out_passage(lk);
-    if (waited) continue;
+    if (passage > 0 && round < kPassageRounds && m.wait_out_passage(lk)) continue;
     fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
          " free and ", movable, " blocks that may make room (every other block is pinned",
-         round < kPassageRounds ? "" : " or still moving after waits for the moves", "): nothing admitted");
+         passage > 0 ? ", or still moving or held by another call after " : "", passage > 0 ? std::to_string(kPassageRounds) : "",
+         passage > 0 ? " waits" : "", "): nothing admitted");
   }
   // Room for the whole burst first, its demotions copied together (batch_room.cpp); then the
   // blocks take the slots freed, one by one as admit() places a block.

@@ -359,11 +359,14 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     const bool none_moving = jobs.empty() && in_flight == 0;
     reconcile_again = reconcile(lk, std::max<size_t>(1, cfg.migration_batch) * (tiers.size() - 1)) > 0;
     scan_whole = none_moving && !reconcile_stale;
+    last_scan_whole = scan_whole;
     const uint64_t took = now_ns() - t_ns;
     next_reconcile_ns = t_ns + std::max<uint64_t>(reconcile_again ? 0 : 10'000'000, 4 * took);
   }
   const bool idle = moves_begun + drops == work_before && promote_queue.empty() && jobs.empty() && in_flight == 0;
-  if (idle && !reconcile_again && (!scanned || scan_whole)) idle_pass = pass;  // wait_idle(0) polls this
+  // wait_idle(0) polls idle_pass: a pass that did not scan stands on the last scan, which must
+  // have been whole too.
+  if (idle && !reconcile_again && last_scan_whole) idle_pass = pass;
   if (idle && scanned && scan_whole) {
     quiet_pass = pass;
     moved_cv.notify_all();  // wait_idle waits for such a pass

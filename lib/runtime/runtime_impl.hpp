@@ -26,6 +26,7 @@
 #include <cxltier/runtime.hpp>
 #include <cxltier/topology.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -156,7 +157,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // kFlagUnindexed) or admits them (kFlagAdmitting). Each such state ends without the caller:
   // the copy finishes, the other call returns. With none, returns false at once; else waits
   // (the lock released) until every block found so has left it, and returns true.
+  // A wait that outlasts kPassageWait (a copy of one block takes about a millisecond, a remote
+  // write-out at most its deadline) returns too, as does one interrupted by close(), so that a
+  // flag left set by a fault never hangs an admission: the caller counts again and refuses.
   bool wait_out_passage(std::unique_lock<std::mutex> &lk);
+  static constexpr std::chrono::milliseconds kPassageWait{1000};
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }
 
@@ -394,6 +399,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   uint64_t next_reconcile_ns = 0;          // the mover's next scan for inversions, unless a wait_idle waits
   bool reconcile_again = false;            // the last scan moved blocks: scan again next pass
   bool reconcile_stale = false;            // the last scan's pair out of order was not, by current values, once the lock was retaken
+  bool last_scan_whole = true;              // the mover's last scan saw no copy in flight and no stale pair
   bool reconciling = false;                // a reconcile call owns the scratch (the lock may be released)
   unsigned settle_waiters = 0;             // wait_idle calls waiting for the order to settle
 };

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -60,8 +61,12 @@ TEST(Batch, RefusedAdmissionChangesNothing) {
   ASSERT_TRUE(rt->wait_idle(-1));
   const cxlt_stats_t before = rt->stats();
   std::vector<Key> more = seq(3, 3);  // 1 free + 1 movable = 2 < 3
-  EXPECT_EQ(code_of([&] { rt->admit_batch(more.data(), more.size(), false, b.data(), nullptr); }),
-            CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  const Error refused = thrown([&] { rt->admit_batch(more.data(), more.size(), false, b.data(), nullptr); });
+  EXPECT_EQ(refused.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  // Nothing was moving: the message says the rest is pinned, and no more.
+  EXPECT_NE(std::string(refused.what()).find("3 blocks need a slot; the tiers have 1 free and 1 blocks that may make room (every other block is pinned): nothing admitted"),
+            std::string::npos)
+      << refused.what();
   const cxlt_stats_t after = rt->stats();
   EXPECT_EQ(after.demotions, before.demotions);
   EXPECT_EQ(after.drops, before.drops);
