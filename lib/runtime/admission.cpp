@@ -137,7 +137,6 @@ bool Runtime::Impl::make_room(std::unique_lock<std::mutex> &lk, int tier, RoomFo
 }
 
 namespace {
-constexpr uint8_t kPassageFlags = kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed;
 thread_local std::vector<NodeId> t_passage;  // the blocks wait_out_passage waits for
 }  // namespace
 
@@ -145,7 +144,7 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk) {
   std::vector<NodeId> &seen = t_passage;
   seen.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
-    if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kPassageFlags) != 0) seen.push_back(id);
+    if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0) seen.push_back(id);
   });
   if (seen.empty()) return false;
   // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
@@ -155,7 +154,7 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk) {
     if (stopping) return true;
     for (const NodeId id : seen) {
       const StoreEntry &e = (*store)[id];
-      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kPassageFlags) != 0) return false;
+      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0) return false;
     }
     return true;
   });

@@ -103,7 +103,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       const StoreEntry &e = (*m.store)[id];
       if (e.res.pins + times > 0xffff)  // each entry pins it once while the batch is placed
         fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: block ", k.hex(), " is pinned ", e.res.pins, " times already");
-      if (e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0) ++batch_movable;
+      if (e.res.pins == 0 && (e.res.flags & kFlagsInPassage) == 0) ++batch_movable;
     }
     uint64_t free_slots = 0;
     for (const TierRt &t : m.tiers) free_slots += t.pool->slots_free();
@@ -111,7 +111,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     uint64_t movable = 0, passage = 0;
     m.store->for_each([&](NodeId, const StoreEntry &e) {
       if (e.res.tier < 0 || e.res.pins != 0) return;
-      if ((e.res.flags & (kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed)) == 0) {
+      if ((e.res.flags & kFlagsInPassage) == 0) {
         ++movable;
       } else {
         ++passage;

@@ -46,6 +46,10 @@ constexpr uint8_t kFlagHeld = 16;          // move()/promote_sync are making roo
                                            // released: no victim, not moved; the engine's pins are its own
 constexpr uint8_t kFlagUnindexed = 32;     // resident, but out of its tier's policy index while a burst's
                                            // room is made (batch_room.cpp): accesses update its state only
+// A resident block with any of these is in passage: a copy, another call's room or an admission
+// has it, and until that ends it is neither a victim nor moved, nor counted as room
+// (placement.cpp's scans, admit_batch's check, wait_out_passage).
+constexpr uint8_t kFlagsInPassage = kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed;
 
 struct TierRt {
   std::string name;
