@@ -131,11 +131,26 @@ bool Runtime::Impl::move_now(std::unique_lock<std::mutex> &lk, NodeId id, int ds
   cxlt_result_t r = CXLT_OK;
   if (!(tiers[job.src].no_bytes && tiers[job.dst].no_bytes)) {
     lk.unlock();
-    r = copy_bytes(job, &ns, err);
+    try {
+      r = copy_bytes(job, &ns, err);
+    } catch (const std::exception &ex) {
+      // As in worker_loop: the copy counts as failed and the move is finished below, so that
+      // the block's moving flag is cleared and nothing waits for it forever.
+      r = CXLT_ERROR_BACKEND;
+      try {
+        *err = ex.what();
+      } catch (...) {
+      }
+    }
     lk.lock();
   }
   finish_move(job, r == CXLT_OK, ns);
-  if (r != CXLT_OK) last_move_error = *err;
+  if (r != CXLT_OK) {
+    try {
+      last_move_error = *err;
+    } catch (...) {  // keep the previous message rather than leave the move half-reported
+    }
+  }
   return r == CXLT_OK;
 }
 
