@@ -6,6 +6,7 @@
 #include "lib/runtime/runtime_impl.hpp"
 
 #include "lib/runtime/flag_guard.hpp"
+#include "lib/runtime/test_access.hpp"
 
 #include "lib/core/assert.hpp"
 
@@ -140,24 +141,39 @@ namespace {
 thread_local std::vector<NodeId> t_passage;  // the blocks wait_out_passage waits for
 }  // namespace
 
-bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk) {
+bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *found) {
   std::vector<NodeId> &seen = t_passage;
   seen.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
     if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0) seen.push_back(id);
   });
+  if (found) *found = seen.size();
   if (seen.empty()) return false;
   // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
   // A block that left its passage and entered another between two wake-ups is waited for
   // again: that only lengthens the wait by the second copy.
-  moved_cv.wait_for(lk, kPassageWait, [&] {
-    if (stopping) return true;
-    for (const NodeId id : seen) {
-      const StoreEntry &e = (*store)[id];
-      if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0) return false;
-    }
-    return true;
+  auto still_in_passage = [&](NodeId id) {
+    const StoreEntry &e = (*store)[id];
+    return e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0;
+  };
+  const bool all_left = moved_cv.wait_for(lk, kPassageWait, [&] {
+    return stopping || std::none_of(seen.begin(), seen.end(), still_in_passage);
   });
+  if (stopping) return false;
+  // Past the bound, counting again pays only if some block has left its passage meanwhile: a
+  // block whose flag a fault left set is then met alone on the next call, which refuses after
+  // one more bound instead of waiting one in every round.
+  return all_left || !std::all_of(seen.begin(), seen.end(), still_in_passage);
+}
+
+bool RuntimeTestAccess::set_held(Runtime &rt, const Key &key, bool held) {
+  Runtime::Impl &m = *rt.impl_;
+  std::lock_guard lk(m.mu);
+  const NodeId id = m.store->find(key);
+  if (id == kNoNode || (*m.store)[id].res.tier < 0) return false;
+  uint8_t &flags = (*m.store)[id].res.flags;
+  flags = static_cast<uint8_t>(held ? flags | kFlagHeld : flags & ~kFlagHeld);
+  m.moved_cv.notify_all();
   return true;
 }
 
@@ -208,9 +224,11 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = make_room(lk, t, RoomFor::needed);
     // A cascade that found no victim in its own tier may still have freed a slot below it.
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
-    if (!progress) progress = wait_out_passage(lk);
+    size_t in_passage = 0;
+    if (!progress) progress = wait_out_passage(lk, &in_passage);
     if (!progress)
-      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned (",
+      fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned",
+           in_passage > 0 ? " or stayed in passage (moving, or held by another call) past the wait's bound" : "", " (",
            store->size(), " states, ", (*store)[id].key.hex(), " not admitted)");
   }
   fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "could not keep a free slot in 16 tries: other threads took every slot made free, or blocks stayed moving");

@@ -121,10 +121,11 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     if (need <= free_slots + movable) break;
     // A bound on the rounds: under a stream of other prefills the room could stay short.
     if (passage > 0 && round < kPassageRounds && m.wait_out_passage(lk)) continue;
+    const int waits = passage > 0 && round < kPassageRounds ? round + 1 : round;  // the last one past its bound
     fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
          " free and ", movable, " blocks that may make room (every other block is pinned",
-         passage > 0 ? ", or still moving or held by another call after " : "", passage > 0 ? std::to_string(kPassageRounds) : "",
-         passage > 0 ? " waits" : "", "): nothing admitted");
+         passage > 0 ? ", or still moving or held by another call after " : "", passage > 0 ? std::to_string(waits) : "",
+         passage > 0 ? (waits == 1 ? " wait" : " waits") : "", "): nothing admitted");
   }
   // Room for the whole burst first, its demotions copied together (batch_room.cpp); then the
   // blocks take the slots freed, one by one as admit() places a block.

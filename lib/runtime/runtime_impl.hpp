@@ -161,10 +161,12 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // kFlagUnindexed) or admits them (kFlagAdmitting). Each such state ends without the caller:
   // the copy finishes, the other call returns. With none, returns false at once; else waits
   // (the lock released) until every block found so has left it, and returns true.
-  // A wait that outlasts kPassageWait (a copy of one block takes about a millisecond, a remote
-  // write-out at most its deadline) returns too, as does one interrupted by close(), so that a
-  // flag left set by a fault never hangs an admission: the caller counts again and refuses.
-  bool wait_out_passage(std::unique_lock<std::mutex> &lk);
+  // A wait ends after kPassageWait at most (a copy of one block takes about a millisecond, a
+  // remote write-out at most its deadline), returning true only if some block found has left
+  // its passage by then, and returns false when close() interrupts it, so that a flag left set
+  // by a fault never hangs an admission: it is refused after one or two such bounds.
+  // *found (when given): the blocks in passage it found.
+  bool wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *found = nullptr);
   static constexpr std::chrono::milliseconds kPassageWait{1000};
   void restore_or_reset(NodeId id, bool *restored_out);
   int last_tier() const noexcept { return static_cast<int>(tiers.size()) - 1; }

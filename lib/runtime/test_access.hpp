@@ -25,6 +25,9 @@ struct RuntimeTestAccess {
   // does, without its step 1 check: the records of a block dropped between an engine thread's
   // check and its append, made at will. False when the shard has no room.
   static bool append_unchecked(Runtime &rt, const uint64_t *handles, const float *attention, size_t n);
+  // Set or clear the held flag of resident block `key` (kFlagHeld: what another call sets while
+  // it makes room) as a fault that never clears it would leave it. False when not resident.
+  static bool set_held(Runtime &rt, const Key &key, bool held);
   // The bytes per state that Runtime::open's memory check counts for a full store of
   // `capacity` states with this runtime's policy and tiers.
   static double bytes_per_state(Runtime &rt, uint64_t capacity);

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <random>
 #include <string>
@@ -75,6 +76,55 @@ TEST(Batch, RefusedAdmissionChangesNothing) {
   for (const Key &k : more) EXPECT_FALSE(rt->policy_state(k, nullptr));  // never seen: no state made
   rt->admit_batch(more.data(), 2, false, b.data(), nullptr);  // 2 fit
   EXPECT_FALSE(rt->lookup(cold[0], nullptr));  // made room for them
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// A flag that a fault leaves set on a block (here kFlagHeld, which a call making room sets and
+// always clears) must not hang admissions that wait for blocks in passage: the single-block
+// path and admit_batch each wait one bound (a second), see the block still in passage and
+// refuse, naming it, instead of waiting a bound in every try or round (16 and 8 of them). The
+// upper limit on the time is that difference, five times the bound, not a speed goal. Once the
+// flag clears, the block is a victim again and both admit.
+TEST(Batch, StuckPassageRefusesAfterOneBound) {
+  RuntimeConfig cfg = three_tier_config(4, 0, 0);
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;  // no mover keeping a slot free
+  auto rt = Runtime::open(cfg);
+  std::vector<Key> pinned = seq(1, 3);
+  std::vector<Block> b(4);
+  rt->admit_batch(pinned.data(), pinned.size(), true, b.data(), nullptr);
+  const Key stuck = key_from_sequence(2, 0);
+  rt->admit(stuck);
+  ASSERT_TRUE(rt->wait_idle(-1));
+  ASSERT_TRUE(rt->lookup(stuck, nullptr));
+  ASSERT_TRUE(RuntimeTestAccess::set_held(*rt, stuck, true));
+  using Clock = std::chrono::steady_clock;
+  const Key one = key_from_sequence(3, 0);
+  auto t0 = Clock::now();
+  const Error single = thrown([&] { rt->admit(one); });
+  const double single_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(single.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  EXPECT_NE(std::string(single.what()).find("or stayed in passage (moving, or held by another call) past the wait's bound"),
+            std::string::npos)
+      << single.what();
+  EXPECT_GE(single_s, 0.9);  // it did wait for the block
+  EXPECT_LT(single_s, 5.0);
+  std::vector<Key> two = seq(4, 1);
+  t0 = Clock::now();
+  const Error batch = thrown([&] { rt->admit_batch(two.data(), two.size(), false, b.data(), nullptr); });
+  const double batch_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(batch.code(), CXLT_ERROR_OUT_OF_TIER_MEMORY);
+  EXPECT_NE(std::string(batch.what()).find("0 blocks that may make room (every other block is pinned, or still moving or held by another call after 1 wait)"),
+            std::string::npos)
+      << batch.what();
+  EXPECT_GE(batch_s, 0.9);
+  EXPECT_LT(batch_s, 5.0);
+  EXPECT_TRUE(rt->lookup(stuck, nullptr));  // refusals moved nothing
+  ASSERT_TRUE(RuntimeTestAccess::set_held(*rt, stuck, false));
+  rt->admit(one);
+  EXPECT_FALSE(rt->lookup(stuck, nullptr));  // the victim once its flag cleared
+  rt->unpin(pinned[0]);
+  rt->admit_batch(two.data(), two.size(), false, b.data(), nullptr);
   EXPECT_EQ(rt->validate(), "");
 }
 
