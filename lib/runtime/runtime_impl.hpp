@@ -289,6 +289,16 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // bounded while before blocking, so that a drain opened just after this thread began to wait
   // still finds it.
   void lock_helping(std::unique_lock<std::mutex> &lk) noexcept;
+  // Threads inside lock_helping (engine threads in step(), or draining a full shard), and how
+  // many times one of them has taken mu: what pass_lock hands mu to.
+  std::atomic<unsigned> lock_waiters{0};
+  std::atomic<uint64_t> lock_takes{0};
+  uint64_t lock_handovers = 0;  // [mu] pass_lock calls in which a waiting thread took mu (tests read it)
+  // [mu held, in lk] A long holder of mu that may pause (the reconciliation's scan) calls this
+  // between its chunks: when a thread waits in lock_helping, mu is released until one such
+  // thread has taken it, or for 1 ms at most, and then taken back (after that thread is done
+  // with it). Anything read under mu before the call may have changed after it.
+  void pass_lock(std::unique_lock<std::mutex> &lk) noexcept;
   // [no lock] With the caller's shard full and more than one engine thread: wait a bounded
   // while for another thread's drain to make room, helping any drain in parts, and append; false
   // (nothing appended) if no room came.

@@ -19,6 +19,9 @@ struct RuntimeTestAccess {
   // of them that engine threads other than the draining one applied.
   static uint64_t parallel_drains(Runtime &rt);
   static uint64_t parts_helped(Runtime &rt);
+  // Times a long holder of the runtime's mutex (the reconciliation's scan) handed it to a
+  // thread waiting in step() or a drain, between two chunks of its work (pass_lock).
+  static uint64_t lock_handovers(Runtime &rt);
   // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
   static bool prefetches_ahead(Runtime &rt);
   // Append accesses to the calling thread's shard of the access log as access_handles' step 2

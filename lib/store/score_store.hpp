@@ -22,6 +22,7 @@
 #include <cxltier/key.hpp>
 #include <cxltier/policy.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -160,6 +161,13 @@ public:
   void for_each(F &&f) const {
     for (NodeId id = 0; id < entries_.size(); ++id)
       if (in_use_[id]) f(id, entries_[id]);
+  }
+  // The same over the ids in [lo, hi), clipped to id_limit().
+  template <typename F>
+  void for_each_in(size_t lo, size_t hi, F &&f) const {
+    hi = std::min(hi, entries_.size());
+    for (size_t id = lo; id < hi; ++id)
+      if (in_use_[id]) f(static_cast<NodeId>(id), entries_[id]);
   }
 
   // Checkpoints. save() throws Error(CXLT_ERROR_IO) and leaves the previous file intact on any
