@@ -156,7 +156,9 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *f
     const StoreEntry &e = (*store)[id];
     return e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0;
   };
-  const bool all_left = moved_cv.wait_for(lk, kPassageWait, [&] {
+  // A write-out to the remote tier may take up to its deadline (up to a minute, configured).
+  const auto bound = cfg.remote.enabled ? kPassageWait + std::chrono::milliseconds(cfg.remote.deadline_ms) : kPassageWait;
+  const bool all_left = moved_cv.wait_for(lk, bound, [&] {
     return stopping || std::none_of(seen.begin(), seen.end(), still_in_passage);
   });
   if (stopping) return false;

@@ -129,6 +129,7 @@ bool Runtime::Impl::move_now(std::unique_lock<std::mutex> &lk, NodeId id, int ds
   MoveJob job = begin_move(id, dst, dst_slot);
   uint64_t ns = 0;
   cxlt_result_t r = CXLT_OK;
+  err->clear();  // callers reuse one string across moves: no earlier move's message stays
   if (!(tiers[job.src].no_bytes && tiers[job.dst].no_bytes)) {
     lk.unlock();
     try {
@@ -185,7 +186,10 @@ void Runtime::Impl::worker_loop() {
     } catch (const std::exception &ex) {
       // (bad_alloc while formatting an error, say) The copy counts as failed: the block stays
       // at its old place (protocol step 5), and the worker lives on.
-      err = ex.what();
+      try {
+        err = ex.what();
+      } catch (...) {
+      }
     }
     lk.lock();
     finish_move(job, r == CXLT_OK, ns);

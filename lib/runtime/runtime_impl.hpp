@@ -161,8 +161,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // kFlagUnindexed) or admits them (kFlagAdmitting). Each such state ends without the caller:
   // the copy finishes, the other call returns. With none, returns false at once; else waits
   // (the lock released) until every block found so has left it, and returns true.
-  // A wait ends after kPassageWait at most (a copy of one block takes about a millisecond, a
-  // remote write-out at most its deadline), returning true only if some block found has left
+  // A wait ends after kPassageWait at most (a copy of one block takes about a millisecond),
+  // kPassageWait past remote.deadline_ms with a remote tier (a write-out takes at most its
+  // deadline), returning true only if some block found has left
   // its passage by then, and returns false when close() interrupts it, so that a flag left set
   // by a fault never hangs an admission: it is refused after one or two such bounds.
   // *found (when given): the blocks in passage it found.
