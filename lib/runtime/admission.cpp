@@ -228,6 +228,7 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
     for (int t = 0; t <= last_tier() && !progress; ++t) progress = !tiers[t].pool->full();
     size_t in_passage = 0;
     if (!progress) progress = wait_out_passage(lk, &in_passage);
+    if (!progress && stopping) fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and the runtime is closing");
     if (!progress)
       fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "every tier is full and every block in it is pinned",
            in_passage > 0 ? " or stayed in passage (moving, or held by another call) past the wait's bound" : "", " (",

@@ -121,6 +121,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     if (need <= free_slots + movable) break;
     // A bound on the rounds: under a stream of other prefills the room could stay short.
     if (passage > 0 && round < kPassageRounds && m.wait_out_passage(lk)) continue;
+    if (m.stopping) fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot and the runtime is closing: nothing admitted");
     const int waits = passage > 0 && round < kPassageRounds ? round + 1 : round;  // the last one past its bound
     fail(CXLT_ERROR_OUT_OF_TIER_MEMORY, "admit_batch: ", need, " blocks need a slot; the tiers have ", free_slots,
          " free and ", movable, " blocks that may make room (every other block is pinned",
