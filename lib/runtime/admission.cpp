@@ -145,17 +145,14 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *f
   std::vector<NodeId> &seen = t_passage;
   seen.clear();
   store->for_each([&](NodeId id, const StoreEntry &e) {
-    if (e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0) seen.push_back(id);
+    if (in_passage(e)) seen.push_back(id);
   });
   if (found) *found = seen.size();
   if (seen.empty()) return false;
   // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
   // A block that left its passage and entered another between two wake-ups is waited for
   // again: that only lengthens the wait by the second copy.
-  auto still_in_passage = [&](NodeId id) {
-    const StoreEntry &e = (*store)[id];
-    return e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) != 0;
-  };
+  auto still_in_passage = [&](NodeId id) { return in_passage((*store)[id]); };
   // A write-out to the remote tier may take up to its deadline (up to a minute, configured).
   const auto bound = cfg.remote.enabled ? kPassageWait + std::chrono::milliseconds(cfg.remote.deadline_ms) : kPassageWait;
   const bool all_left = moved_cv.wait_for(lk, bound, [&] {

@@ -110,7 +110,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     if (need <= free_slots) break;
     uint64_t movable = 0, passage = 0;
     m.store->for_each([&](NodeId, const StoreEntry &e) {
-      if (e.res.tier < 0 || e.res.pins != 0) return;
+      if (!resident_unpinned(e)) return;
       if ((e.res.flags & kFlagsInPassage) == 0) {
         ++movable;
       } else {

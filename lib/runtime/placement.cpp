@@ -14,7 +14,7 @@ namespace {
 // A block the reconciliation (and the measure) may compare and move: resident, unpinned, not
 // moving, not held, not being admitted.
 bool movable(const StoreEntry &e) noexcept {
-  return e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagsInPassage) == 0;
+  return resident_unpinned(e) && (e.res.flags & kFlagsInPassage) == 0;
 }
 // wait_idle gives up on the order settling after this many mover passes (about 2 s) past the
 // call: a safeguard, never reached by a workload that stops (each swap strictly improves the order).

@@ -50,6 +50,9 @@ constexpr uint8_t kFlagUnindexed = 32;     // resident, but out of its tier's po
 // has it, and until that ends it is neither a victim nor moved, nor counted as room
 // (placement.cpp's scans, admit_batch's check, wait_out_passage).
 constexpr uint8_t kFlagsInPassage = kFlagMoving | kFlagHeld | kFlagAdmitting | kFlagUnindexed;
+// Resident and unpinned: a block that may move or make room, unless it is in passage.
+inline bool resident_unpinned(const StoreEntry &e) noexcept { return e.res.tier >= 0 && e.res.pins == 0; }
+inline bool in_passage(const StoreEntry &e) noexcept { return resident_unpinned(e) && (e.res.flags & kFlagsInPassage) != 0; }
 
 struct TierRt {
   std::string name;
@@ -163,9 +166,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // (the lock released) until every block found so has left it, and returns true.
   // A wait ends after kPassageWait at most (a copy of one block takes about a millisecond),
   // kPassageWait past remote.deadline_ms with a remote tier (a write-out takes at most its
-  // deadline), returning true only if some block found has left
-  // its passage by then, and returns false when close() interrupts it, so that a flag left set
-  // by a fault never hangs an admission: it is refused after one or two such bounds.
+  // deadline), returning true only if some block found has left its passage by then, and
+  // returns false when close() interrupts it, so that a flag left set by a fault never hangs an
+  // admission: it is refused after one or two such bounds.
   // *found (when given): the blocks in passage it found.
   bool wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *found = nullptr);
   static constexpr std::chrono::milliseconds kPassageWait{1000};
