@@ -77,6 +77,10 @@ public:
   T *end() noexcept { return data_ + size_; }
   const T *begin() const noexcept { return data_; }
   const T *end() const noexcept { return data_ + size_; }
+  T &front() noexcept { return data_[0]; }
+  const T &front() const noexcept { return data_[0]; }
+  T &back() noexcept { return data_[size_ - 1]; }
+  const T &back() const noexcept { return data_[size_ - 1]; }
 
   void reserve(size_t n) {
     if (n <= cap_) return;
@@ -117,6 +121,11 @@ public:
   }
   void pop_back() noexcept { --size_; }
   void clear() noexcept { size_ = 0; }
+  // Drops the first n elements, moving the rest down (positions change, capacity stays).
+  void erase_front(size_t n) noexcept {
+    std::memmove(static_cast<void *>(data_), data_ + n, (size_ - n) * sizeof(T));
+    size_ -= n;
+  }
 
 private:
   static constexpr size_t kPopulateMinBytes = size_t{1} << 20;

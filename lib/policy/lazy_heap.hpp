@@ -3,11 +3,16 @@
 // walk it as a tree (child(i) = 2i+1, 2i+2) for branch-and-bound searches. Entries carry a
 // version; the owner decides staleness (lazy deletion: an updated or removed block leaves its
 // old entry behind, skipped when found and dropped by pop_stale_roots() and compact()).
+// The entries are in a PodVector: a bucket heap of the LRFU index that outgrows every size it
+// had (edges that crowd most blocks into one bucket) grows by mremap, with its pages populated
+// ahead in a few calls; a std::vector copied it and faulted its new pages one by one, 7-56 ms
+// under the runtime's lock for heaps of 65,536-524,288 entries.
 #pragma once
+
+#include "lib/core/pod_vector.hpp"
 
 #include <cstddef>
 #include <utility>
-#include <vector>
 
 namespace cxltier {
 
@@ -96,7 +101,7 @@ private:
     h_[i] = e;
   }
 
-  std::vector<Entry> h_;
+  PodVector<Entry> h_;
   Less less_;
 };
 

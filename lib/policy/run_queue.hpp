@@ -18,9 +18,10 @@
 
 #include "lib/core/assert.hpp"
 
+#include "lib/core/pod_vector.hpp"
+
 #include <algorithm>
 #include <cstddef>
-#include <vector>
 
 namespace cxltier {
 
@@ -80,7 +81,7 @@ public:
     if (empty()) {
       clear();
     } else if (head_ >= kReclaim && 2 * head_ >= v_.size()) {
-      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+      v_.erase_front(head_);
       sorted_end_ -= head_;
       head_ = 0;
     }
@@ -104,7 +105,7 @@ public:
 
 private:
   static constexpr size_t kReclaim = 4096;
-  std::vector<Entry> v_;
+  PodVector<Entry> v_;  // as LazyHeap's (lazy_heap.hpp)
   size_t head_ = 0;
   size_t sorted_end_ = 0;
   Less less_;
