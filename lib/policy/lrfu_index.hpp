@@ -123,6 +123,15 @@ public:
   }
   void note_pending_bound(double s, uint64_t t) noexcept override;
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
+  // The rebuild a search would make (most live blocks pending, stale entries near twice the
+  // live ones, or lopsided buckets), begun early and made in pieces: `budget` live blocks
+  // placed, or about that many entries put in heap order, per call. Only from kUpkeepMinLive
+  // live blocks on: below that a rebuild in one piece takes about a millisecond (about 70 ns
+  // a live block, measured at 620K).
+  bool upkeep(size_t budget) noexcept override;
+  static constexpr size_t kUpkeepMinLive = size_t{1} << 14;
+  // Tests: upkeep from this many live blocks on instead.
+  void set_upkeep_min_live(size_t n) noexcept { upkeep_min_live_ = n; }
   // Inline (below): the record, for an insert, erase or search of the id soon (an access
   // writes the stamp only: in a runtime, in the store line its owner prefetches).
   void prefetch(NodeId id) const noexcept override;
@@ -144,6 +153,8 @@ public:
     uint64_t edge_moves = 0;
     uint64_t saturated_moves = 0;   // blocks moved from a bucket to the saturated heap
     uint64_t level_refits = 0;      // edge refits for a score level not seen before
+    uint64_t upkeep_rebuilds = 0;   // rebuilds upkeep() began
+    uint64_t upkeep_completed = 0;  // of those, completed by another call (a search, an update)
     uint64_t audits = 0;
     uint64_t audit_disagreements = 0;  // must stay 0
   };
@@ -235,6 +246,34 @@ private:
   // With `replace` (or move_edges) every live block is placed again, saturated or not as of
   // sat_now_.
   void rebuild(bool move_edges, bool replace = false);
+  // A rebuild that places every live block again, in three parts so that upkeep() can make it
+  // in pieces: begin_replace (the edges, if they move, and empty heaps), place_live (the next
+  // `budget` live blocks into their buckets, unordered), order_heaps (the next heaps into heap
+  // order, about `budget` entries' worth; true when all are), then end_rebuild. Between the
+  // parts rebuilding_ is set; the heaps hold only the blocks placed so far and are not in
+  // order, so nothing but the access calls may use the index (finish_rebuild completes it).
+  void begin_replace(bool move_edges);
+  void place_live(size_t budget);
+  bool order_heaps(size_t budget, bool all_current);
+  void end_rebuild();
+  void finish_rebuild() {
+    if (!rebuilding_) return;
+    ++stats_.upkeep_completed;
+    place_live(live_.size());
+    order_heaps(std::numeric_limits<size_t>::max(), true);
+    end_rebuild();
+  }
+  void move_edges_to_live_scores();
+  bool rebuilding_ = false;
+  // upkeep() has been called: the refits of the edges for lopsided buckets and new levels,
+  // which only speed searches, are left to it while it runs for this index's size
+  // (maybe_compact and search_indexed skip them).
+  bool upkept_ = false;
+  bool upkeep_refits() const noexcept { return upkept_ && live_.size() >= upkeep_min_live_; }
+  size_t upkeep_min_live_ = kUpkeepMinLive;
+  size_t place_at_ = 0;   // the next live_ position to place
+  unsigned order_at_ = 0;  // the next heap to order
+  size_t rebuilt_entries_ = 0;  // entries the ordered heaps and queues hold
   // The saturated heap is heaps_[nbuckets_]; a live block there has ids_[id].bucket == nbuckets_.
   unsigned sat_index() const noexcept { return nbuckets_; }
   bool saturated_at(uint64_t t, uint64_t now) const noexcept {
@@ -336,6 +375,8 @@ private:
   void maybe_compact(size_t ops = 1);
   // Give every pending block its entry (when a search needs them, or the list is full).
   void flush_pending();
+  // A listed block's entry (flush_pending's push); false for a place to skip.
+  bool index_pending(NodeId id);
   void clear_pending() noexcept;
   double pending_bound(uint64_t now) const noexcept;
   NodeId search_indexed(uint64_t now, Eligible eligible, double *best_priority) noexcept;

@@ -172,8 +172,9 @@ NodeId LrfuIndex::search_indexed(uint64_t now, Eligible eligible, double *best_p
     sat_now_ = now;
   }
   // A refit for new levels waits for live/16 updates since the last rebuild: O(1) amortized
-  // even when levels keep coming.
-  if (levels_dirty_ && ops_since_rebuild_ >= live_.size() / 16) {
+  // even when levels keep coming. Where upkeep() runs, it refits instead, in pieces (the
+  // edges change which blocks a search reads first, never the victim).
+  if (levels_dirty_ && !upkeep_refits() && ops_since_rebuild_ >= live_.size() / 16) {
     levels_dirty_ = false;
     ++stats_.level_refits;
     rebuild(nbuckets_ > 1);
@@ -477,6 +478,7 @@ void LrfuIndex::remove_stale_seen() noexcept {
 }
 
 NodeId LrfuIndex::victim(uint64_t now, Eligible eligible) noexcept {
+  finish_rebuild();  // upkeep's, if one is part-way: the heaps hold only part of the blocks
   NodeId fast = search(now, eligible);
   if (!audit_) return fast;
   NodeId slow = victim_bruteforce(now, eligible);

@@ -313,6 +313,27 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
 void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   const uint64_t pass = ++mover_passes;
   const uint64_t work_before = moves_begun + drops;
+  // The upkeep a tier's index would do in one piece at this pass's first victim search or
+  // insert (the LRFU index rebuilds its heaps when most of its blocks were accessed since:
+  // 45-170 ms at 620K blocks, with every step() waiting), made in pieces, for the tiers the pass
+  // searches or inserts into (the tiers above a promotion, those over the high watermark and
+  // the tiers below them):
+  //  1. The mover, holding mu, has the tier's policy do one piece: kUpkeepPiece blocks placed in
+  //     their buckets, or about that many entries put in heap order (0.1-0.3 ms).
+  //  2. Between two pieces, pass_lock hands mu to an engine thread waiting for it (its own
+  //     numbered protocol, parallel_drain.cpp); any other thread may take mu then as well.
+  //  3. While the rebuild is part-way, the access calls (a drain) may use the index: a block
+  //     placed already becomes pending again, one not yet placed is placed as it is later.
+  //     Every other call (victim, insert, erase, a full pending list) completes the rebuild
+  //     first, in that thread, so no decision is made on a part-way index.
+  //  4. The mover assumes nothing read before a hand-over: the index keeps its own cursor, and
+  //     the watermark loop reads the tier's occupancy after the upkeep.
+  constexpr size_t kUpkeepPiece = size_t{1} << 10;
+  auto upkeep = [&](int t) {
+    while (tiers[t].policy->upkeep(kUpkeepPiece)) pass_lock(lk);
+  };
+  if (!promote_queue.empty())
+    for (int t = 0; t < last_tier(); ++t) upkeep(t);
   size_t budget = 64;
   size_t n = std::min(budget, promote_queue.size());
   std::vector<NodeId> &retry = mover_retry;  // kept between passes: no allocation once grown
@@ -347,6 +368,8 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
     const double max = tr.pool->max_slots();
     auto staying = [&] { return tr.pool->slots_used() - tr.moving_out - swap_in[t]; };
     if (staying() <= cfg.high_watermark * max) continue;
+    upkeep(t);
+    if (t < last_tier()) upkeep(t + 1);  // its index takes the demotions (inserts)
     const uint32_t target = static_cast<uint32_t>(cfg.low_watermark * max);
     unsigned moved = 0;
     while (staying() > target && moved < cfg.migration_batch) {

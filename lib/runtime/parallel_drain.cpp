@@ -197,6 +197,13 @@ uint64_t RuntimeTestAccess::lock_handovers(Runtime &rt) {
   return rt.impl_->lock_handovers;
 }
 
+RuntimeTestAccess::IndexUpkeep RuntimeTestAccess::index_upkeep(Runtime &rt, size_t rank) {
+  std::lock_guard lk(rt.impl_->mu);
+  const LrfuIndex *ix = rank < rt.impl_->tiers.size() ? rt.impl_->tiers[rank].lrfu : nullptr;
+  if (ix == nullptr) return {};
+  return {ix->stats().upkeep_rebuilds, ix->stats().upkeep_completed};
+}
+
 bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept {
   // Only shards ever used say that other engine threads record (a thread that has stopped
   // still counts); with one, no other is likely to drain soon (the mover passes every 2 ms), and

@@ -22,6 +22,13 @@ struct RuntimeTestAccess {
   // Times a long holder of the runtime's mutex (the reconciliation's scan) handed it to a
   // thread waiting in step() or a drain, between two chunks of its work (pass_lock).
   static uint64_t lock_handovers(Runtime &rt);
+  // Tier `rank`'s LRFU index upkeep (LrfuIndex::Stats), made by the mover in pieces: the
+  // rebuilds it began, and those another call completed. Zeros when the tier's policy is not
+  // the LRFU index.
+  struct IndexUpkeep {
+    uint64_t rebuilds = 0, completed = 0;
+  };
+  static IndexUpkeep index_upkeep(Runtime &rt, size_t rank);
   // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
   static bool prefetches_ahead(Runtime &rt);
   // Append accesses to the calling thread's shard of the access log as access_handles' step 2

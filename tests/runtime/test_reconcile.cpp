@@ -5,7 +5,8 @@
 // `runtime.promotion` rule and the LRU, LRFU and LFU policies, tie-heavy attention included.
 // After every wait_idle the runtime's own inversion count and a brute-force count over every
 // pair of resident blocks, written here from policy_state and the test's own record of the
-// reference order, are both 0. Seeds are fixed.
+// reference order, are both 0. Seeds are fixed. Also the mover's work in chunks with the lock
+// handed to step() between them: the scan, and the LRFU index's upkeep.
 #include "../common/thrown.hpp"
 #include "runtime_test_util.hpp"
 
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -309,5 +311,54 @@ TEST(Reconcile, ChunkedScanHandsTheLockOverAndSettles) {
   EXPECT_EQ(s.inversions, 0u) << "largest gap " << s.inversion_max_gap;
   EXPECT_GT(s.promotions, 0u);  // the accesses put blocks out of order, and the mover mended it
   EXPECT_EQ(rt->validate(), "");
+}
+
+// The mover's upkeep of the LRFU indexes (a rebuild when most blocks were accessed since the
+// last) in pieces, with the lock handed to step() between them: an engine thread accesses random blocks of 100,000 (every block often pending) and
+// admits more each step, so that the fast tier stays over its watermark and the mover demotes
+// at every pass. Every admitted block stays resident (the slow tier has room for all), the
+// order settles, and the structure validates.
+TEST(Reconcile, IndexUpkeepInPiecesLosesNothing) {
+  constexpr uint32_t kFast = 80000, kSlow = 400000, kFirst = 100000;
+  RuntimeConfig cfg = tiers_config({kFast, kSlow}, "null");
+  cfg.geometry.layers = cfg.geometry.kv_heads = cfg.geometry.head_dim = cfg.geometry.bytes_per_element = 1;
+  cfg.geometry.k_and_v = false;
+  cfg.geometry.tokens_per_block = 1024;
+  cfg.tiers[0].budget_bytes = uint64_t{kFast} * cfg.geometry.bytes();
+  cfg.tiers[1].budget_bytes = uint64_t{kSlow} * cfg.geometry.bytes();
+  cfg.store_capacity = 1u << 19;
+  cfg.promotion = PromotionRule::never;
+  cfg.migration_batch = 64;
+  auto rt = Runtime::open(cfg);
+  std::vector<uint64_t> handles;
+  handles.reserve(kSlow);
+  uint32_t next = 0;
+  for (; next < kFirst; ++next) handles.push_back(rt->admit(key_from_sequence(6, next)).handle);
+  std::mt19937_64 rng(12);
+  std::vector<uint64_t> batch(4096);
+  std::vector<float> att(batch.size());
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a hang guard, not a speed check
+  RuntimeTestAccess::IndexUpkeep up;
+  for (uint64_t it = 0; up.rebuilds < 2 && std::chrono::steady_clock::now() < give_up; ++it) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i] = handles[rng() % handles.size()];
+      att[i] = u(rng);
+    }
+    ASSERT_EQ(code_of([&] { rt->access_handles(batch.data(), att.data(), batch.size()); }), CXLT_OK);
+    for (int k = 0; k < 32 && next < kSlow - 1000; ++k, ++next) handles.push_back(rt->admit(key_from_sequence(6, next)).handle);
+    rt->step();
+    if (it % 16 == 15) up = RuntimeTestAccess::index_upkeep(*rt, 0);
+  }
+  EXPECT_GE(up.rebuilds, 2u) << "the mover never rebuilt the fast tier's index in pieces in 60 s";
+  ASSERT_TRUE(rt->wait_idle(-1));
+  const cxlt_stats_t s = rt->stats();
+  EXPECT_EQ(s.tier[0].blocks + s.tier[1].blocks, static_cast<uint64_t>(next));
+  EXPECT_EQ(s.drops, 0u);
+  EXPECT_EQ(s.inversions, 0u) << "largest gap " << s.inversion_max_gap;
+  EXPECT_GT(s.demotions, 0u);
+  EXPECT_EQ(rt->validate(), "");
+  std::printf("%u blocks admitted; fast tier's index: %llu rebuilds in pieces (%llu completed by another call)\n", next,
+              static_cast<unsigned long long>(up.rebuilds), static_cast<unsigned long long>(up.completed));
 }
 }  // namespace
