@@ -104,10 +104,10 @@ public:
   // Upkeep that a victim search would otherwise do in one piece (the LRFU index: a rebuild of
   // its heaps, O(resident blocks)), done here in pieces of about `budget` blocks by a caller
   // that holds its lock and hands it over between pieces (the runtime's mover). Returns true
-  // while some remains. Between two pieces the policy may be part-way: only the access calls
-  // (access, access_own, note_pending*, prepare_access_own) and size() may come in between;
-  // every other call (victim, insert, erase, a pending list that must flush) completes the
-  // upkeep first, so no decision differs from one made without it.
+  // while some remains. Between two pieces the policy may be part-way: the access calls
+  // (access, access_own, note_pending*, prepare_access_own), insert, erase and size() work on
+  // it as it is; victim() and a pending list that must flush complete the upkeep first, so no
+  // decision differs from one made without it.
   virtual bool upkeep(size_t /*budget*/) noexcept { return false; }
   // A hint: access(id) follows soon; bring its per-block data toward the cache.
   virtual void prefetch(NodeId /*id*/) const noexcept {}

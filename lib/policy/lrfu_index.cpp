@@ -152,7 +152,6 @@ bool LrfuIndex::evicts_before(double pa, uint64_t ta, double sa, const Key &ka, 
 }
 
 void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcept {
-  finish_rebuild();  // a part-way rebuild places live_ by position: it ends before live_ changes
   cxlt_assert(id < ids_.size());
   cxlt_assert(ids_[id].bucket == kNoBucket);  // live in no tier's index
   cxlt_assert(!lrfu_stamp::pending(ids_.stamp(id)));
@@ -164,28 +163,61 @@ void LrfuIndex::insert(NodeId id, const Key &key, const PolicyState &st) noexcep
   note_level(b, st.score);
   set_state(id, st);
   ids_[id].bucket = b;
+  // Part-way through upkeep's rebuild (the mover's, with the lock handed over: a migration
+  // worker finishing a move inserts here): while it places live_ by position, the block joins
+  // the unplaced end and is placed with the rest; once it orders the heaps, the block gets its
+  // entry now, in a heap ordered already (a push) or in one still to order (appended).
+  const bool placing = rebuilding_ && place_at_ < live_.size();
   ids_[id].live_pos = static_cast<uint32_t>(live_.size());
   live_.push_back(id);
   live_keys_.push_back(key);  // within the capacity reserve_ids gave it
-  push_entry(b, Entry{st.last_access, st.score, key, id, v});
+  if (placing) return;
+  const Entry e{st.last_access, st.score, key, id, v};
   ++live_in_bucket_[b];
+  if (rebuilding_) {
+    place_at_ = live_.size();
+    if (b < order_at_) {
+      push_entry(b, e);
+      ++rebuilt_entries_;
+    } else if (score_order_ || !queues_[b].push(e)) {
+      heaps_[b].push_unordered(e);  // order_heaps orders and counts it
+    }
+    return;
+  }
+  push_entry(b, e);
   maybe_compact();
 }
 
 void LrfuIndex::erase(NodeId id, EraseReason) noexcept {
-  finish_rebuild();
   cxlt_assert(id < ids_.size() && ids_[id].bucket != kNoBucket && ids_[id].owner == tag_);
-  // A new version, and not pending: its place in pending_ is skipped.
+  // A new version, and not pending: its place in pending_ is skipped, its entry (if it has
+  // one) is stale.
   ids_.set_stamp(id, (ids_.stamp(id) & ~lrfu_stamp::kPending) + lrfu_stamp::kVersionStep);
-  --live_in_bucket_[ids_[id].bucket];
-  ids_[id].bucket = kNoBucket;
   uint32_t pos = ids_[id].live_pos;
+  // Part-way through upkeep's rebuild, while it places live_ by position (a migration worker
+  // finishing a move erases here): live_[0, place_at_) stays the placed blocks. A placed block
+  // is counted in its bucket already; the last placed block takes its place, and the
+  // position it leaves is filled from the back as below, with an unplaced block.
+  const bool placing = rebuilding_ && place_at_ < live_.size();
+  const bool placed = !placing || pos < place_at_;
+  if (placed) --live_in_bucket_[ids_[id].bucket];
+  ids_[id].bucket = kNoBucket;
+  if (placing && placed) {
+    const uint32_t q = static_cast<uint32_t>(place_at_ - 1);
+    const NodeId moved = live_[q];
+    live_[pos] = moved;
+    live_keys_[pos] = live_keys_[q];
+    ids_[moved].live_pos = pos;
+    pos = q;
+    --place_at_;
+  }
   NodeId last = live_.back();
   live_[pos] = last;
   live_keys_[pos] = live_keys_[live_.size() - 1];
   ids_[last].live_pos = pos;
   live_.pop_back();
   live_keys_.pop_back();
+  if (place_at_ > live_.size()) place_at_ = live_.size();  // the ordering part: every block placed
 }
 
 // The split access (eviction.hpp): access_own (lrfu_index.hpp) is access() without the list and

@@ -251,7 +251,8 @@ private:
   // `budget` live blocks into their buckets, unordered), order_heaps (the next heaps into heap
   // order, about `budget` entries' worth; true when all are), then end_rebuild. Between the
   // parts rebuilding_ is set; the heaps hold only the blocks placed so far and are not in
-  // order, so nothing but the access calls may use the index (finish_rebuild completes it).
+  // order: the access calls, insert and erase keep to that (live_[0, place_at_) are the placed
+  // blocks), and a search or a flush completes the rebuild first (finish_rebuild).
   void begin_replace(bool move_edges);
   void place_live(size_t budget);
   bool order_heaps(size_t budget, bool all_current);

@@ -322,10 +322,11 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   //     their buckets, or about that many entries put in heap order (0.1-0.3 ms).
   //  2. Between two pieces, pass_lock hands mu to an engine thread waiting for it (its own
   //     numbered protocol, parallel_drain.cpp); any other thread may take mu then as well.
-  //  3. While the rebuild is part-way, the access calls (a drain) may use the index: a block
-  //     placed already becomes pending again, one not yet placed is placed as it is later.
-  //     Every other call (victim, insert, erase, a full pending list) completes the rebuild
-  //     first, in that thread, so no decision is made on a part-way index.
+  //  3. While the rebuild is part-way, the access calls (a drain), insert and erase (a worker
+  //     finishing a move, an admission) use the index as it is: a block placed already
+  //     becomes pending again, one not yet placed is placed as it is later. A victim search
+  //     or a full pending list completes the rebuild first, in that thread, so no decision is
+  //     made on a part-way index.
   //  4. The mover assumes nothing read before a hand-over: the index keeps its own cursor, and
   //     the watermark loop reads the tier's occupancy after the upkeep.
   constexpr size_t kUpkeepPiece = size_t{1} << 10;

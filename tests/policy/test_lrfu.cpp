@@ -417,9 +417,10 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
 }
 
 // The upkeep a runtime's mover makes in pieces, with the lock handed to engine threads between
-// them: accesses come while a rebuild is part-way (blocks placed already become pending again,
-// blocks not yet placed are placed as they are then), and every other call completes it
-// first. The auditor must agree on every decision, on the scenarios above and tie-heavy ones.
+// them: accesses, admissions and evictions come while a rebuild is part-way (blocks placed
+// already become pending again, blocks not yet placed are placed as they are then, the placed
+// ones stay first in the live list), and a search completes it first. The auditor must agree
+// on every decision, on the scenarios above and tie-heavy ones.
 TEST(LrfuIndex, UpkeepInPiecesKeepsVictimsExact) {
   const Scenario scenarios[] = {
       {"upkeep-default", 0.05, 0.001, ScoreMode::touch, 0, 256, 300, 0.2, true},
