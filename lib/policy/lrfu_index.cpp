@@ -338,6 +338,7 @@ void LrfuIndex::rebuild(bool move_edges, bool replace) {
     q.clear();
   }
   rebuilding_ = true;
+  place_at_ = live_.size();  // nothing to place: every entry stays where it is
   order_at_ = 0;
   rebuilt_entries_ = 0;
   order_heaps(std::numeric_limits<size_t>::max(), false);
@@ -495,8 +496,9 @@ void LrfuIndex::end_rebuild() {
 
 bool LrfuIndex::upkeep(size_t budget) noexcept {
   upkept_ = true;
+  budget = std::max<size_t>(budget, 1);  // every call makes progress
   if (!rebuilding_) {
-    if (live_.size() < upkeep_min_live_) return false;
+    if (live_.empty() || live_.size() < upkeep_min_live_) return false;
     // A search would rebuild (its rule: 7/8 of the live blocks pending), or an insert or a
     // flush would (maybe_compact's rules: stale entries twice the live ones, or the edges no
     // longer fitting the scores after live/2 updates, begun earlier here, at one and a half and

@@ -125,7 +125,8 @@ public:
   NodeId victim(uint64_t now, Eligible eligible) noexcept override;
   // The rebuild a search would make (most live blocks pending, stale entries near twice the
   // live ones, or lopsided buckets), begun early and made in pieces: `budget` live blocks
-  // placed, or about that many entries put in heap order, per call. Only from kUpkeepMinLive
+  // placed, or heaps put in order until about that many entries are (at least one heap: a
+  // crowded bucket's heap is ordered in one piece), per call. Only from kUpkeepMinLive
   // live blocks on: below that a rebuild in one piece takes about a millisecond (about 70 ns
   // a live block, measured at 620K).
   bool upkeep(size_t budget) noexcept override;
@@ -266,9 +267,10 @@ private:
   }
   void move_edges_to_live_scores();
   bool rebuilding_ = false;
-  // upkeep() has been called: the refits of the edges for lopsided buckets and new levels,
-  // which only speed searches, are left to it while it runs for this index's size
-  // (maybe_compact and search_indexed skip them).
+  // upkeep() has been called once: from then on, while the index holds upkeep_min_live_
+  // blocks or more, the refits of the edges for lopsided buckets and new levels, which only
+  // speed searches, are left to it (maybe_compact and search_indexed skip them), whether or
+  // not the mover still calls it for this tier.
   bool upkept_ = false;
   bool upkeep_refits() const noexcept { return upkept_ && live_.size() >= upkeep_min_live_; }
   size_t upkeep_min_live_ = kUpkeepMinLive;

@@ -319,7 +319,8 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   // searches or inserts into (the tiers above a promotion, those over the high watermark and
   // the tiers below them):
   //  1. The mover, holding mu, has the tier's policy do one piece: kUpkeepPiece blocks placed in
-  //     their buckets, or about that many entries put in heap order (0.1-0.3 ms).
+  //     their buckets (0.1-0.3 ms), or heaps put in order until about that many entries are
+  //     (a crowded bucket's heap in one piece: up to about 10 ms at 620K blocks).
   //  2. Between two pieces, pass_lock hands mu to an engine thread waiting for it (its own
   //     numbered protocol, parallel_drain.cpp); any other thread may take mu then as well.
   //  3. While the rebuild is part-way, the access calls (a drain), insert and erase (a worker

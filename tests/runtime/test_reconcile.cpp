@@ -314,8 +314,9 @@ TEST(Reconcile, ChunkedScanHandsTheLockOverAndSettles) {
 }
 
 // The mover's upkeep of the LRFU indexes (a rebuild when most blocks were accessed since the
-// last) in pieces, with the lock handed to step() between them: an engine thread accesses random blocks of 100,000 (every block often pending) and
-// admits more each step, so that the fast tier stays over its watermark and the mover demotes
+// last) in pieces, with the lock handed to step() between them: an engine thread accesses
+// random resident blocks (100,000 at first; every block often pending) and admits more each
+// step, so that the fast tier stays over its watermark and the mover demotes
 // at every pass. Every admitted block stays resident (the slow tier has room for all), the
 // order settles, and the structure validates.
 TEST(Reconcile, IndexUpkeepInPiecesLosesNothing) {
