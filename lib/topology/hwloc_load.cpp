@@ -3,6 +3,7 @@
 // that name the file and the reason. hwloc itself prints nothing about a bad XML file unless the
 // user set HWLOC_XML_VERBOSE, so our one-line error is the only output.
 #include "lib/topology/hwloc_load.hpp"
+#include "lib/topology/xml_bitmaps.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -44,6 +46,13 @@ HwlocTopology new_handle(const std::string &what) {
 }
 
 std::string quoted(const std::string &path) { return "'" + path + "'"; }
+
+// hwloc 2.9 aborts on some malformed bitmap values instead of refusing the file
+// (xml_bitmaps.hpp), so they are refused here first.
+void refuse_malformed_bitmaps(std::string_view xml, const std::string &what) {
+  const std::string bad = find_malformed_bitmap(xml);
+  if (!bad.empty()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": malformed hwloc XML: ", bad);
+}
 
 }  // namespace
 
@@ -146,6 +155,12 @@ HwlocTopology load_xml_file(const std::string &path) {
          " this program runs with (it reads formats 1.x and 2.x; export the file as v2 XML)");
   }
 
+  // The whole file, for the bitmap check below (hwloc then reads it again by name).
+  std::string text = head;
+  text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(errno));
+  refuse_malformed_bitmaps(text, name);
+
   HwlocTopology h = new_handle(name);
   if (hwloc_topology_set_xml(h.get(), path.c_str()) != 0 || hwloc_topology_load(h.get()) != 0) {
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": malformed or truncated hwloc XML (hwloc ",
@@ -162,6 +177,7 @@ HwlocTopology load_xml_buffer(std::string_view xml, const std::string &what) {
   if (std::atoi(version.c_str()) > 2)
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": hwloc XML format version ", version,
          " cannot be read by hwloc ", hwloc_runtime_version());
+  refuse_malformed_bitmaps(xml, what);
   HwlocTopology h = new_handle(what);
   // hwloc wants the terminating NUL counted in the length.
   std::string copy(xml);

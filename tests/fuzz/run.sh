@@ -43,14 +43,15 @@ max_len_of() {
   esac
 }
 
-# After libFuzzer's out-of-memory report in log $1: "libhwloc" when the first stack frame outside
-# the sanitizer runtime, libFuzzer and the allocator is in libhwloc.so, "other" when it is
-# elsewhere, nothing when there is no such report.
-oom_first_frame() {
-  awk '/ERROR: libFuzzer: out-of-memory/ { seen = 1; next }
+# After libFuzzer's report of kind $1 ("out-of-memory", or "deadly signal": an abort, such as a
+# failed assert()) in log $2: "libhwloc" when the first stack frame outside the sanitizer
+# runtime, libFuzzer, the C library (raise, abort, __assert_fail) and the allocator is in
+# libhwloc.so, "other" when it is elsewhere, nothing when there is no such report.
+first_frame_after() {
+  awk -v kind="ERROR: libFuzzer: $1" 'index($0, kind) { seen = 1; next }
        seen && /^ *#[0-9]+ / {
-         if ($0 ~ /__sanitizer|__asan|__lsan|__interceptor|fuzzer::|\/lib(c|clang_rt|asan)[^ \/]*\.so|in (malloc|calloc|realloc|free|operator new|operator delete)[ (]/) next
-         print ($0 ~ /libhwloc\.so/ ? "libhwloc" : "other"); exit }' "$1"
+         if ($0 ~ /__sanitizer|__asan|__lsan|__interceptor|fuzzer::|\/lib(c|clang_rt|asan)[^ \/]*\.so|in (malloc|calloc|realloc|free|operator new|operator delete)[ (]|in (raise|abort|__assert_fail|__assert_fail_base|__pthread_kill_implementation|__pthread_kill_internal|pthread_kill|gsignal) /) next
+         print ($0 ~ /libhwloc\.so/ ? "libhwloc" : "other"); exit }' "$2"
 }
 
 run_one() {
@@ -103,8 +104,15 @@ run_one() {
   # The same for an out-of-memory that libhwloc itself asked for (its bitmap grows to the
   # largest index a malformed cpuset or nodeset names): the first frame of the report's first
   # stack that is not the sanitizer runtime, libFuzzer or the allocator is in libhwloc.
-  if [ "$rc" -ne 0 ] && [ "$(oom_first_frame "$work/logs/$t.log")" = libhwloc ]; then
+  if [ "$rc" -ne 0 ] && [ "$(first_frame_after out-of-memory "$work/logs/$t.log")" = libhwloc ]; then
     echo "fuzz $t: stopped after ${execs:-?} inputs at an out-of-memory inside libhwloc (third-party," \
+      "known: tests/fuzz/known-crashes/README.md); input in $work/artifacts/, log: $work/logs/$t.log" >&2
+    return 0
+  fi
+  # And an assert() that fails inside libhwloc (hwloc 2.9's bitmap parser asserts on some
+  # malformed sets): libFuzzer reports the abort as a deadly signal.
+  if [ "$rc" -ne 0 ] && [ "$(first_frame_after "deadly signal" "$work/logs/$t.log")" = libhwloc ]; then
+    echo "fuzz $t: stopped after ${execs:-?} inputs at a failed assertion inside libhwloc (third-party," \
       "known: tests/fuzz/known-crashes/README.md); input in $work/artifacts/, log: $work/logs/$t.log" >&2
     return 0
   fi

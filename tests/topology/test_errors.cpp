@@ -3,6 +3,7 @@
 // reason) and through `cxltier topo` (exit status 2, exactly one line on stderr, nothing on
 // stdout): never a crash and never an empty success.
 #include "lib/topology/hwloc_load.hpp"
+#include "lib/topology/xml_bitmaps.hpp"
 #include "test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -41,6 +42,14 @@ fs::path make_case(const TempDir &dir, const std::string &label) {
     full.replace(at, 7, "<object<");
     return dir.write("broken.xml", full);
   }
+  if (label == "bad_bitmap") {  // hwloc 2.9 would abort the process on this value
+    std::string full = read_file(topology_data_dir() / "8intel64-4n2t-memattrs.xml");
+    const std::string from = "nodeset=\"0x00000001\"";
+    size_t at = full.find("<object type=\"PU\"");
+    at = full.find(from, at);
+    full.replace(at, from.size(), "nodeset=\",x00000001\"");
+    return dir.write("bad-bitmap.xml", full);
+  }
   if (label == "xml_v3") return topology_data_dir() / "64intel64-heteromem.xml";
   if (label == "fifo") {  // must be refused at once, not block waiting for a writer
     fs::path p = dir.path() / "a-pipe.xml";
@@ -59,6 +68,7 @@ const BadCase kCases[] = {
     {"not_a_topology", "no <topology> element"},
     {"truncated", "malformed or truncated"},
     {"broken_tags", "malformed or truncated"},
+    {"bad_bitmap", "nodeset=\",x00000001\" is not an hwloc bitmap"},
     {"xml_v3", "format version 3.0"},
     {"fifo", "not a regular file"},
 };
@@ -141,4 +151,45 @@ TEST(BadTopologyInputExtra, UnknownCliOptionIsBadInput) {
   if (!std::getenv("CXLT_TOOL")) GTEST_SKIP() << "CXLT_TOOL is not set (run through meson test)";
   ToolRun r = run_tool({"topo", "--no-such-flag"});
   EXPECT_EQ(r.status, 2);
+}
+
+// The bitmap check before hwloc reads a file (lib/topology/xml_bitmaps.hpp): every topology
+// in tests/data passes it, and the malformed values a fuzzer found (and hwloc 2.9 would abort
+// on) are named with their line.
+TEST(BadTopologyInputExtra, BitmapCheckPassesEveryKnownTopology) {
+  size_t files = 0;
+  for (const auto &e : fs::recursive_directory_iterator(topology_data_dir())) {
+    if (!e.is_regular_file() || e.path().extension() != ".xml") continue;
+    EXPECT_EQ(topo::find_malformed_bitmap(read_file(e.path())), "") << e.path();
+    ++files;
+  }
+  EXPECT_GE(files, 10u);
+}
+
+TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
+  const auto check = [](const std::string &value) {
+    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<object type=\"Machine\" cpuset=\"0x3\" complete_cpuset=\"0x3\"\n  complete_nodeset=\"0x1\" nodeset=\"" +
+                                       value + "\"/>\n</topology>\n");
+  };
+  for (const char *good : {"0x00000001", "0x0", "0xf...f", "0xf...f,0x00000003", "0x000000ff,,0x0000ffff",
+                           "0xfc000000,,,,,,,0x00000101", "0xFFFFFFFFFFFFFFFF"})
+    EXPECT_EQ(check(good), "") << good;
+  for (const char *bad : {",x00000001", "5x00000001", "0x0  0000001", "0:x00000003", "0x00000osdev_t004", "",
+                          "0x", ",0x1", "0xf...f0x1", "0x11111111111111111", "0xf...f,,x1"}) {
+    const std::string msg = check(bad);
+    EXPECT_NE(msg.find("line 3: nodeset=\"" + std::string(bad) + "\" is not an hwloc bitmap"), std::string::npos)
+        << bad << ": " << msg;
+  }
+  // A cpuset without its complete_cpuset, and the same for nodesets (hwloc 2.9 dereferences a
+  // NULL bitmap there); both or neither is fine.
+  EXPECT_NE(topo::find_malformed_bitmap("<topology>\n<object type=\"PU\" cpuset=\"0x1\"/>").find(
+                "line 2: <object> has cpuset but no complete_cpuset"),
+            std::string::npos);
+  EXPECT_NE(topo::find_malformed_bitmap("<object complete_nodeset=\"0x1\">").find("has complete_nodeset but no nodeset"),
+            std::string::npos);
+  EXPECT_EQ(topo::find_malformed_bitmap("<object nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
+  // Single quotes, comments and other tags' text are read as XML reads them.
+  EXPECT_NE(topo::find_malformed_bitmap("<a nodeset='x'/>"), "");
+  EXPECT_EQ(topo::find_malformed_bitmap("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
+  EXPECT_EQ(topo::find_malformed_bitmap("<a info=\"cpuset\" value=\"x\"/>"), "");
 }

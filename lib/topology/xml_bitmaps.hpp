@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// Checks of the bitmap attributes of an hwloc XML text (cpuset, nodeset and the like) before
+// hwloc reads it. Debian's hwloc 2.9 does not refuse every malformed one: it aborts the process
+// on a failed assert() for some values (",x00000001", for one), and dereferences a NULL bitmap
+// when an object has a cpuset but no complete_cpuset (or the same for nodesets). A topology
+// file like that must be refused with an error, not kill the engine that opened it.
+// Internal to lib/topology.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace cxltier::topo {
+
+// "" when every attribute whose name ends in "cpuset" or "nodeset", in every element of `xml`,
+// has a value of the form hwloc writes (hwloc_bitmap_asprintf): an optional "0xf...f" (all bits
+// from there on set), then words of 1 to 16 hexadecimal digits each prefixed by "0x" and
+// separated by commas, where a word after the first may be empty (a zero word); or "0xf...f"
+// alone. Otherwise one line naming the first attribute that is not, its line and its value
+// (at most 40 characters of it), e.g. "line 14: nodeset=\",x00000001\" is not an hwloc bitmap".
+// Also one line when an <object> element has exactly one of cpuset and complete_cpuset, or of
+// nodeset and complete_nodeset (hwloc writes both or neither; a <cpukind> or <memtier> has a
+// cpuset or nodeset alone), e.g. "line 9: <object> has cpuset but no
+// complete_cpuset (hwloc writes both or neither)".
+// Comments, CDATA sections, processing instructions and declarations are skipped; text that
+// is not well-formed XML is left for hwloc to refuse.
+std::string find_malformed_bitmap(std::string_view xml);
+
+}  // namespace cxltier::topo
