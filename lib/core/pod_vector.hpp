@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// A growable array of trivially copyable elements that grows with realloc. For the per-state
-// arrays that a replay grows to millions of entries (the store's 64-byte entries, the LRFU
-// index's per-id records): past glibc's mmap threshold (32 MiB at most) realloc moves the pages
-// with mremap instead of copying them, so a doubling costs neither a copy of the old part nor a
-// second first touch of it. std::vector must allocate, copy and free instead (measured on the
+// A growable array of trivially copyable elements that grows without copying once it is large.
+// For the per-state arrays that a replay grows to millions of entries (the store's 64-byte
+// entries, the LRFU index's per-id records) and the index's bucket heaps, which grow under the
+// runtime's lock. std::vector must allocate, copy and free on every doubling (measured on the
 // 40-copy replay: 10 % of its time went to growing these two arrays).
 //
+// Below kMapBytes the elements live in a malloc'd block that grows with realloc. From kMapBytes
+// on they live in a mapping of their own (mmap), which grows with mremap(MREMAP_MAYMOVE): the
+// kernel moves the page tables, so a doubling costs neither a copy of the old part nor a second
+// first touch of it, whatever its size. (glibc's realloc does the same only for its own mmapped
+// blocks, and its mremap fails with EFAULT once the block's pages hold two kinds of advice, as
+// they did when only the 2 MiB-aligned middle was advised to use huge pages: glibc then copied
+// the whole array, 63 ms at 20 MiB on this machine, in one push.)
+//
 // Elements start on a cache line (kAlign bytes): the store's entries are 64 bytes so that one
-// is one line, but glibc puts a large block 16 bytes into its first page, so without this every
-// entry spanned two lines and an access to it missed twice. realloc keeps only 16-byte
-// alignment, so a block is kAlign bytes larger than its elements, and when realloc moves it to
-// an address with another offset from the line the elements are moved down or up within it
-// (only while the block is below the mmap threshold: a mapped block keeps its offset, 16 bytes
-// into its page).
+// is one line, but glibc puts a block 16 bytes into its first line, so without this every entry
+// spanned two lines and an access to it missed twice. realloc keeps only 16-byte alignment, so a
+// malloc'd block is kAlign bytes larger than its elements, and when realloc moves it to an
+// address with another offset from the line the elements are moved down or up within it. A
+// mapping starts on a page.
 //
 // Pages are populated ahead of the elements (lib/core/prefault.hpp): when a push or a resize
 // reaches the populated part's end, the pages of the next max(1 MiB, an eighth of the elements)
@@ -36,6 +42,8 @@
 #include "lib/core/huge_pages.hpp"
 #include "lib/core/prefault.hpp"
 
+#include <sys/mman.h>
+
 namespace cxltier {
 
 template <typename T>
@@ -50,13 +58,15 @@ public:
   static constexpr size_t kAlign = 64;
 
   PodVector(PodVector &&o) noexcept
-      : raw_(std::exchange(o.raw_, nullptr)), huge_pages_(o.huge_pages_), data_(std::exchange(o.data_, nullptr)),
-        size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)), populated_(std::exchange(o.populated_, 0)) {}
+      : raw_(std::exchange(o.raw_, nullptr)), mapped_bytes_(std::exchange(o.mapped_bytes_, 0)), huge_pages_(o.huge_pages_),
+        data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)),
+        populated_(std::exchange(o.populated_, 0)) {}
   // The huge-page setting belongs to the vector, not to its elements: a move assignment keeps it.
   PodVector &operator=(PodVector &&o) noexcept {
     if (this != &o) {
-      std::free(raw_);
+      release();
       raw_ = std::exchange(o.raw_, nullptr);
+      mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       cap_ = std::exchange(o.cap_, 0);
@@ -64,7 +74,7 @@ public:
     }
     return *this;
   }
-  ~PodVector() { std::free(raw_); }
+  ~PodVector() { release(); }
 
   size_t size() const noexcept { return size_; }
   size_t capacity() const noexcept { return cap_; }
@@ -84,19 +94,23 @@ public:
 
   void reserve(size_t n) {
     if (n <= cap_) return;
-    if (n > (SIZE_MAX - kAlign) / sizeof(T)) throw std::bad_alloc();
-    const size_t old_offset = data_ ? static_cast<size_t>(reinterpret_cast<char *>(data_) - raw_) : 0;
-    void *p = std::realloc(raw_, n * sizeof(T) + kAlign);
-    if (p == nullptr) throw std::bad_alloc();
-    raw_ = static_cast<char *>(p);
-    const size_t offset = (kAlign - reinterpret_cast<uintptr_t>(p) % kAlign) % kAlign;
-    if (offset != old_offset && size_ != 0) std::memmove(raw_ + offset, raw_ + old_offset, size_ * sizeof(T));
-    data_ = reinterpret_cast<T *>(raw_ + offset);
+    if (n > (SIZE_MAX - kAlign - kMapBytes) / sizeof(T)) throw std::bad_alloc();
+    if (n * sizeof(T) >= kMapBytes) {
+      grow_mapped(n);
+    } else {
+      const size_t old_offset = data_ ? static_cast<size_t>(reinterpret_cast<char *>(data_) - raw_) : 0;
+      void *p = std::realloc(raw_, n * sizeof(T) + kAlign);
+      if (p == nullptr) throw std::bad_alloc();
+      raw_ = static_cast<char *>(p);
+      const size_t offset = (kAlign - reinterpret_cast<uintptr_t>(p) % kAlign) % kAlign;
+      if (offset != old_offset && size_ != 0) std::memmove(raw_ + offset, raw_ + old_offset, size_ * sizeof(T));
+      data_ = reinterpret_cast<T *>(raw_ + offset);
+      populated_ = std::min(populated_, size_);  // a copying realloc populated only what it copied
+    }
     cap_ = n;
-    populated_ = std::min(populated_, size_);  // a copying realloc populated only what it copied
-    if (huge_pages_) advise_huge_pages(data_, n * sizeof(T));
   }
-  // Whether growth from now on asks for huge pages (the default; see advise_huge_pages below). A
+  // Whether growth from now on asks for huge pages (the default; arrays of 4 MiB and more, see
+  // grow_mapped below; lib/core/huge_pages.hpp says why). A
   // short-lived owner that touches its pages once turns it off: a huge page's first touch can
   // cost more than its TLB misses save (docs/runtime.md, "Huge pages").
   void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
@@ -142,12 +156,43 @@ private:
     prefault_pages(data_ + populated_, (to - populated_) * sizeof(T));
     populated_ = to;
   }
-  // Arrays of 4 MiB and more ask for huge pages (lib/core/huge_pages.hpp) after every growth.
-  static void advise_huge_pages(void *p, size_t bytes) noexcept {
-    if (bytes >= 2 * kHugePageBytes) cxltier::advise_huge_pages(p, bytes);
+  // Arrays of kMapBytes and more live in a mapping of their own (see the top of this file).
+  static constexpr size_t kMapBytes = size_t{1} << 20;
+
+  // Moves the elements to a mapping that holds n of them: a new one (from a malloc'd block,
+  // copying its elements), or the same one grown by mremap. The whole mapping is advised to use
+  // huge pages when the setting is on and it spans two of them: advice on part of it would split
+  // it in two, and mremap cannot grow a range that spans two.
+  void grow_mapped(size_t n) {
+    const size_t page = base_page_bytes();
+    const size_t bytes = (n * sizeof(T) + page - 1) / page * page;
+    void *p;
+    if (mapped_bytes_ != 0) {
+      p = mremap(raw_, mapped_bytes_, bytes, MREMAP_MAYMOVE);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+    } else {
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      if (size_ != 0) std::memcpy(p, data_, size_ * sizeof(T));
+      std::free(raw_);
+      populated_ = std::min(populated_, size_);  // the copy populated only what it copied
+    }
+    raw_ = static_cast<char *>(p);
+    mapped_bytes_ = bytes;
+    data_ = reinterpret_cast<T *>(raw_);
+    if (huge_pages_ && bytes >= 2 * kHugePageBytes) (void)madvise(p, bytes, MADV_HUGEPAGE);
+  }
+  void release() noexcept {
+    if (mapped_bytes_ != 0) {
+      (void)munmap(raw_, mapped_bytes_);
+    } else {
+      std::free(raw_);
+    }
+    mapped_bytes_ = 0;
   }
 
-  char *raw_ = nullptr;  // what realloc returned; data_ is the first kAlign boundary in it
+  char *raw_ = nullptr;     // the malloc'd block (data_ is its first kAlign boundary) or the mapping
+  size_t mapped_bytes_ = 0;  // the mapping's length; 0 while the elements are in a malloc'd block
   bool huge_pages_ = true;
   T *data_ = nullptr;
   size_t size_ = 0;

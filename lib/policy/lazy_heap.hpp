@@ -4,11 +4,11 @@
 // version; the owner decides staleness (lazy deletion: an updated or removed block leaves its
 // old entry behind, skipped when found and dropped by pop_stale_roots() and compact()).
 // The entries are in a PodVector: a bucket heap of the LRFU index that outgrows every size it
-// had (edges that crowd most blocks into one bucket) grows by realloc, which moves the pages
-// with mremap past glibc's mmap threshold, and has its pages populated ahead in a few calls; a
+// had (edges that crowd most blocks into one bucket) grows from 1 MiB on by mremap, which moves
+// its pages without copying them, and has its pages populated ahead in a few calls; a
 // std::vector always copied it and faulted its new pages one by one (7-56 ms under the
-// runtime's lock for heaps of 65,536-524,288 entries). Below the threshold a growth still
-// copies (docs/runtime.md, "Placement quality").
+// runtime's lock for heaps of 65,536-524,288 entries). Below 1 MiB a growth still copies
+// (docs/runtime.md, "Placement quality").
 #pragma once
 
 #include "lib/core/pod_vector.hpp"

@@ -123,7 +123,7 @@ TEST(FastDiv, QuotientIsTheDivideOnEdgesAndRandomValues) {
   check(UINT32_MAX);
 }
 
-// PodVector against std::vector through growth past the mmap threshold (where realloc moves pages
+// PodVector against std::vector through growth into a mapping of its own (where mremap moves pages
 // instead of copying): the same elements in the same places, aligned to a cache line, and a move
 // leaves the source empty.
 TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
@@ -136,7 +136,7 @@ TEST(PodVector, MatchesAVectorThroughGrowthAndMoves) {
   std::vector<Rec> ref;
   std::mt19937_64 rng(5);
   const Rec fill{7, 0.5, 9};
-  while (ref.size() < (3u << 20)) {  // 72 MiB of 24-byte records: past glibc's 32 MiB mmap threshold
+  while (ref.size() < (3u << 20)) {  // 72 MiB of 24-byte records: many doublings by mremap
     if (rng() % 3 == 0) {
       const size_t n = ref.size() + 1 + rng() % 100000;
       pod.resize(n, fill);
@@ -228,13 +228,29 @@ TEST(PodVector, PopulatesPagesAheadOfItsElementsAndNoFurther) {
 #endif
 }
 
+// A large PodVector grows with mremap, which can only grow a range that is one mapping: the
+// huge-page advice must cover the whole of it, not split it (as advice on only its 2 MiB-aligned
+// middle did, when each doubling past 4 MiB fell back to a copy of the whole array).
+TEST(PodVector, StaysOneMappingThroughGrowthWithHugePages) {
+  PodVector<uint64_t> v;
+  const size_t n = (size_t{24} << 20) / sizeof(uint64_t);  // 24 MiB: three doublings past 4 MiB
+  for (size_t i = 0; i < n; ++i) {
+    v.push_back(i);
+    if ((i & (i + 1)) != 0 || i < (size_t{1} << 19)) continue;  // check at each power of two from 4 MiB on
+    const auto [lo, hi] = cxlt_test::mapping_bounds(v.data());
+    ASSERT_LE(lo, reinterpret_cast<uintptr_t>(v.data())) << i;
+    ASSERT_GE(hi, reinterpret_cast<uintptr_t>(v.data() + v.capacity())) << "the array spans two mappings at " << i;
+  }
+  for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(v[i], i);
+}
+
 TEST(PodVector, HugePageAdviceFollowsTheSetting) {
   auto advised = [](const void *p) {
     const std::string flags = cxlt_test::smaps_field(p, "VmFlags");
     EXPECT_FALSE(flags.empty()) << "no smaps entry for the vector's pages";
     return (" " + flags + " ").find(" hg ") != std::string::npos;
   };
-  constexpr size_t kElems = size_t{16} << 20 >> 3;  // 16 MiB of 8-byte elements: mapped by glibc
+  constexpr size_t kElems = size_t{16} << 20 >> 3;  // 16 MiB of 8-byte elements: in a mapping
   PodVector<uint64_t> plain;
   plain.set_huge_pages(false);
   plain.resize(kElems, 1);
