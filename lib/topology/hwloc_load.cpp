@@ -8,6 +8,7 @@
 #include <cxltier/error.hpp>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -155,14 +156,21 @@ HwlocTopology load_xml_file(const std::string &path) {
          " this program runs with (it reads formats 1.x and 2.x; export the file as v2 XML)");
   }
 
-  // The whole file, for the bitmap check below (hwloc then reads it again by name).
+  // The whole file: checked here (the bitmap check below), then given to hwloc as a buffer, so
+  // that hwloc reads the text that was checked, not whatever the file holds by then.
   std::string text = head;
   text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(errno));
+  if (text.size() != static_cast<size_t>(st.st_size))
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read ", text.size(), " of its ",
+         static_cast<long long>(st.st_size), " bytes (a read error, or the file changed while it was read)");
   refuse_malformed_bitmaps(text, name);
 
   HwlocTopology h = new_handle(name);
-  if (hwloc_topology_set_xml(h.get(), path.c_str()) != 0 || hwloc_topology_load(h.get()) != 0) {
+  // hwloc wants the terminating NUL counted in the length.
+  if (text.size() >= static_cast<size_t>(INT_MAX))
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", text.size(), " bytes is more than hwloc reads");
+  if (hwloc_topology_set_xmlbuffer(h.get(), text.c_str(), static_cast<int>(text.size() + 1)) != 0 ||
+      hwloc_topology_load(h.get()) != 0) {
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": malformed or truncated hwloc XML (hwloc ",
          hwloc_runtime_version(), " refused it: ", std::strerror(errno),
          "; HWLOC_XML_VERBOSE=1 makes hwloc say where)");
@@ -180,6 +188,8 @@ HwlocTopology load_xml_buffer(std::string_view xml, const std::string &what) {
   refuse_malformed_bitmaps(xml, what);
   HwlocTopology h = new_handle(what);
   // hwloc wants the terminating NUL counted in the length.
+  if (xml.size() >= static_cast<size_t>(INT_MAX))
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": ", xml.size(), " bytes is more than hwloc reads");
   std::string copy(xml);
   if (hwloc_topology_set_xmlbuffer(h.get(), copy.c_str(), static_cast<int>(copy.size() + 1)) != 0 ||
       hwloc_topology_load(h.get()) != 0)

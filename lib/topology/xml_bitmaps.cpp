@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 namespace cxltier::topo {
 namespace {
@@ -25,13 +26,14 @@ bool is_word(std::string_view w) {
 // The grammar of xml_bitmaps.hpp.
 bool is_bitmap(std::string_view v) {
   constexpr std::string_view kInfinite = "0xf...f";
-  if (v.substr(0, kInfinite.size()) == kInfinite) {
+  const bool infinite = v.substr(0, kInfinite.size()) == kInfinite;
+  if (infinite) {
     v.remove_prefix(kInfinite.size());
     if (v.empty()) return true;
     if (v.front() != ',') return false;
     v.remove_prefix(1);
   }
-  bool first = true;
+  bool first = !infinite;
   for (;;) {
     const size_t comma = v.find(',');
     const std::string_view w = v.substr(0, comma);
@@ -46,6 +48,21 @@ bool is_bitmap_attribute(std::string_view name) { return ends_with(name, "cpuset
 
 constexpr std::string_view kPairs[4] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
 
+// The name after its namespace prefix, if any.
+std::string_view local_name(std::string_view name) {
+  const size_t colon = name.rfind(':');
+  return colon == std::string_view::npos ? name : name.substr(colon + 1);
+}
+
+// At most 40 characters of `text` for a one-line message, other bytes than printable ASCII as '?'.
+std::string printable(std::string_view text) {
+  std::string shown(text.substr(0, 40));
+  for (char &c : shown)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  if (text.size() > 40) shown += "...";
+  return shown;
+}
+
 size_t line_of(std::string_view xml, size_t at) {
   return 1 + static_cast<size_t>(std::count(xml.begin(), xml.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
 }
@@ -53,39 +70,91 @@ size_t line_of(std::string_view xml, size_t at) {
 }  // namespace
 
 std::string find_malformed_bitmap(std::string_view xml) {
-  size_t i = 0;
   const size_t n = xml.size();
-  // Skips to just past `close`, or to the end.
+  auto at_line = [&](size_t at) { return "line " + std::to_string(line_of(xml, at)) + ": "; };
+  if (const size_t nul = xml.find('\0'); nul != std::string_view::npos)
+    return at_line(nul) + "a NUL byte (an hwloc XML file is ASCII or UTF-8 text)";
+  // Skips to just past `close`; false when there is none.
+  size_t i = 0;
   auto skip_past = [&](std::string_view close) {
     const size_t at = xml.find(close, i);
-    i = at == std::string_view::npos ? n : at + close.size();
+    if (at == std::string_view::npos) return false;
+    i = at + close.size();
+    return true;
   };
+  // hwloc's own XML parser (used without its libxml2 plugin) skips the whole line of an XML
+  // declaration or a DOCTYPE: markup after either on its line would be read by one parser only.
+  auto rest_of_line_blank = [&] {
+    for (size_t k = i; k < n && xml[k] != '\n'; ++k)
+      if (!is_space(xml[k])) return false;
+    return true;
+  };
+  bool v1 = true;  // no <topology version="2.x"> seen: hwloc 1.x's format
   while (i < n) {
     i = xml.find('<', i);
     if (i == std::string_view::npos) break;
+    const size_t tag_at = i;
     const std::string_view rest = xml.substr(i);
     if (rest.substr(0, 4) == "<!--") {
-      skip_past("-->");
+      if (!skip_past("-->")) return at_line(tag_at) + "a comment that does not end";
       continue;
     }
     if (rest.substr(0, 9) == "<![CDATA[") {
-      skip_past("]]>");
+      if (!skip_past("]]>")) return at_line(tag_at) + "a CDATA section that does not end";
       continue;
     }
     if (rest.substr(0, 2) == "<?") {
-      skip_past("?>");
+      if (!skip_past("?>")) return at_line(tag_at) + "a processing instruction that does not end";
+      const std::string_view pi = xml.substr(tag_at, i - tag_at);
+      if (pi.substr(0, 5) == "<?xml") {
+        if (!rest_of_line_blank()) return at_line(tag_at) + "markup after the XML declaration on its line";
+        const size_t enc = pi.find("encoding");
+        if (enc != std::string_view::npos) {
+          size_t q = pi.find_first_of("\"'", enc);
+          const size_t e = q == std::string_view::npos ? q : pi.find(pi[q], q + 1);
+          std::string name(q == std::string_view::npos || e == std::string_view::npos ? "" : pi.substr(q + 1, e - q - 1));
+          for (char &c : name) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+          if (name != "UTF-8" && name != "US-ASCII" && name != "ASCII" && name != "ISO-8859-1" && name != "LATIN1")
+            return at_line(tag_at) + "an encoding other than UTF-8, US-ASCII or ISO-8859-1";
+        }
+      }
       continue;
     }
-    if (rest.substr(0, 2) == "<!" || rest.substr(0, 2) == "</") {
-      skip_past(">");
+    if (rest.substr(0, 2) == "<!") {  // a declaration (DOCTYPE): quoted literals and [...] skipped
+      const bool doctype = rest.substr(0, 9) == "<!DOCTYPE";
+      char quote = 0;
+      int depth = 0;
+      for (++i; i < n; ++i) {
+        const char c = xml[i];
+        if (quote != 0) {
+          if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '[') {
+          ++depth;
+        } else if (c == ']') {
+          --depth;
+        } else if (c == '>' && depth <= 0) {
+          break;
+        }
+      }
+      if (i >= n) return at_line(tag_at) + "a declaration that does not end";
+      ++i;
+      if (doctype && !rest_of_line_blank()) return at_line(tag_at) + "markup after the DOCTYPE on its line";
       continue;
     }
-    // An element's start tag: its name, then name="value" pairs up to '>' or "/>".
-    const size_t tag_at = i++;
+    if (rest.substr(0, 2) == "</") {
+      if (!skip_past(">")) return at_line(tag_at) + "an end tag that does not end";
+      continue;
+    }
+    // An element's start tag: its name, then name="value" pairs up to '>' or "/>". Names are
+    // compared without a namespace prefix (hwloc reads local names).
+    ++i;
     while (i < n && !is_space(xml[i]) && xml[i] != '>' && xml[i] != '/') ++i;
-    const std::string_view element = xml.substr(tag_at + 1, i - tag_at - 1);
+    const std::string_view element = local_name(xml.substr(tag_at + 1, i - tag_at - 1));
     bool has[4] = {false, false, false, false};  // cpuset, complete_cpuset, nodeset, complete_nodeset
     bool ended = false;                          // the tag's end was reached: its attributes are all known
+    std::string_view type;
     for (;;) {
       while (i < n && is_space(xml[i])) ++i;
       if (i < n && (xml[i] == '>' || xml[i] == '/')) {
@@ -95,7 +164,7 @@ std::string find_malformed_bitmap(std::string_view xml) {
       if (i >= n || xml[i] == '<') break;
       const size_t name_at = i;
       while (i < n && !is_space(xml[i]) && xml[i] != '=' && xml[i] != '>' && xml[i] != '/' && xml[i] != '<') ++i;
-      const std::string_view name = xml.substr(name_at, i - name_at);
+      const std::string_view name = local_name(xml.substr(name_at, i - name_at));
       while (i < n && is_space(xml[i])) ++i;
       if (i >= n || xml[i] != '=') break;  // not well-formed: hwloc's parser will say so
       ++i;
@@ -103,21 +172,25 @@ std::string find_malformed_bitmap(std::string_view xml) {
       if (i >= n || (xml[i] != '"' && xml[i] != '\'')) break;
       const char quote = xml[i++];
       const size_t close = xml.find(quote, i);
-      if (close == std::string_view::npos) return "";  // an unterminated value: hwloc refuses it
+      if (close == std::string_view::npos) return at_line(name_at) + "an attribute value that does not end";
       const std::string_view value = xml.substr(i, close - i);
-      if (is_bitmap_attribute(name) && !is_bitmap(value)) {
-        std::string shown(value.substr(0, 40));
-        for (char &c : shown)
-          if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-        return "line " + std::to_string(line_of(xml, name_at)) + ": " + std::string(name) + "=\"" + shown +
-               (value.size() > 40 ? "...\"" : "\"") + " is not an hwloc bitmap (0x-prefixed hexadecimal words separated by commas)";
-      }
+      // hwloc writes '<' and '>' escaped; its own parser ends a tag at the first '>'.
+      if (value.find_first_of("<>") != std::string_view::npos)
+        return at_line(name_at) + printable(name) + "=\"" + printable(value) + "\" holds a raw '<' or '>'";
+      if (is_bitmap_attribute(name) && !is_bitmap(value))
+        return at_line(name_at) + printable(name) + "=\"" + printable(value) +
+               "\" is not an hwloc bitmap (0x-prefixed hexadecimal words separated by commas)";
       for (size_t k = 0; k < 4; ++k) has[k] = has[k] || name == kPairs[k];
+      if (name == "type") type = value;
+      if (element == "topology" && name == "version") v1 = value.empty() || value[0] < '2';
       i = close + 1;
     }
-    for (size_t k = 0; ended && element == "object" && k < 4; k += 2)
+    // hwloc 1.7.2 and older wrote I/O Groups and Misc objects with a cpuset alone, and hwloc 2.9
+    // reads those v1 files on purpose; every other object has both sets of a pair or neither.
+    const bool lone_sets_allowed = v1 && (type == "Group" || type == "Misc");
+    for (size_t k = 0; ended && element == "object" && !lone_sets_allowed && k < 4; k += 2)
       if (has[k] != has[k + 1])
-        return "line " + std::to_string(line_of(xml, tag_at)) + ": <" + std::string(element.substr(0, 40)) + "> has " +
+        return at_line(tag_at) + "<object type=\"" + printable(type) + "\"> has " +
                std::string(kPairs[has[k] ? k : k + 1]) + " but no " + std::string(kPairs[has[k] ? k + 1 : k]) +
                " (hwloc writes both or neither)";
   }

@@ -50,7 +50,7 @@ max_len_of() {
 first_frame_after() {
   awk -v kind="ERROR: libFuzzer: $1" 'index($0, kind) { seen = 1; next }
        seen && /^ *#[0-9]+ / {
-         if ($0 ~ /__sanitizer|__asan|__lsan|__interceptor|fuzzer::|\/lib(c|clang_rt|asan)[^ \/]*\.so|in (malloc|calloc|realloc|free|operator new|operator delete)[ (]|in (raise|abort|__assert_fail|__assert_fail_base|__pthread_kill_implementation|__pthread_kill_internal|pthread_kill|gsignal) /) next
+         if ($0 ~ /__sanitizer|__asan|__lsan|__interceptor|fuzzer::|\/lib(c|clang_rt|asan)[^ \/]*\.so|in (malloc|calloc|realloc|free|operator new|operator delete)[ (]|in (__GI_)?(raise|abort|__assert_fail|__assert_fail_base|__pthread_kill_implementation|__pthread_kill_internal|pthread_kill|gsignal)(\.cold)? /) next
          print ($0 ~ /libhwloc\.so/ ? "libhwloc" : "other"); exit }' "$2"
 }
 

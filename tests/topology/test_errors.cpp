@@ -181,15 +181,37 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
         << bad << ": " << msg;
   }
   // A cpuset without its complete_cpuset, and the same for nodesets (hwloc 2.9 dereferences a
-  // NULL bitmap there); both or neither is fine.
-  EXPECT_NE(topo::find_malformed_bitmap("<topology>\n<object type=\"PU\" cpuset=\"0x1\"/>").find(
-                "line 2: <object> has cpuset but no complete_cpuset"),
-            std::string::npos);
-  EXPECT_NE(topo::find_malformed_bitmap("<object complete_nodeset=\"0x1\">").find("has complete_nodeset but no nodeset"),
-            std::string::npos);
+  // NULL bitmap there); both or neither is fine, and a v1 Group or Misc object may have a cpuset
+  // alone (hwloc 1.7.2 and older wrote I/O Groups so).
+  const auto has = [](const std::string &xml, const std::string &fragment) {
+    const std::string msg = topo::find_malformed_bitmap(xml);
+    EXPECT_NE(msg.find(fragment), std::string::npos) << xml << " -> " << msg;
+  };
+  has("<topology version=\"2.0\">\n<object type=\"PU\" cpuset=\"0x1\"/>",
+      "line 2: <object type=\"PU\"> has cpuset but no complete_cpuset");
+  has("<object complete_nodeset=\"0x1\">", "has complete_nodeset but no nodeset");
   EXPECT_EQ(topo::find_malformed_bitmap("<object nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
+  EXPECT_EQ(topo::find_malformed_bitmap("<topology>\n<object type=\"Group\" cpuset=\"0x3\"/><object type=\"Misc\" cpuset=\"0x1\"/>"),
+            "");
+  has("<topology version=\"2.0\">\n<object type=\"Group\" cpuset=\"0x3\"/>", "has cpuset but no complete_cpuset");
+  has("<topology>\n<object type=\"NUMANode\" nodeset=\"0x1\"/>", "has nodeset but no complete_nodeset");
+  // Namespace prefixes are read as hwloc reads them: local names.
+  has("<x:object xmlns:x=\"u\" type=\"PU\" cpuset=\"0x1\"/>", "has cpuset but no complete_cpuset");
+  has("<object type=\"PU\" x:nodeset=\",1\"/>", "nodeset=\",1\" is not an hwloc bitmap");
   // Single quotes, comments and other tags' text are read as XML reads them.
   EXPECT_NE(topo::find_malformed_bitmap("<a nodeset='x'/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<a info=\"cpuset\" value=\"x\"/>"), "");
+  EXPECT_EQ(topo::find_malformed_bitmap("<a cpuset=\"0xf...f,,0x0\"/>"), "");
+  // Text that a parser could read differently from the check is refused, not skipped.
+  has("<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"><!--\">\n<topology version=\"2.0\"><a nodeset=\",x1\"/>",
+      "nodeset=\",x1\" is not an hwloc bitmap");  // the '>' in the literal ends nothing
+  has("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\"><!--\n<a nodeset=\",x1\"/>\n-->", "markup after the DOCTYPE on its line");
+  has("<?xml version=\"1.0\"?><!--\n-->", "markup after the XML declaration on its line");
+  has("<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n<topology/>", "an encoding other than UTF-8");
+  EXPECT_EQ(topo::find_malformed_bitmap("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<topology/>"), "");
+  has("<topology>\n<!-- no end", "line 2: a comment that does not end");
+  has("<a b='x>\n<a nodeset=\",x1\"/>", "an attribute value that does not end");
+  has("<object type=\"Machine\" subtype=\"><object type=\"PU\" cpuset=\",x1\"/>", "holds a raw '<' or '>'");
+  has(std::string("<topology>\0<a/>", 15), "a NUL byte");
 }
