@@ -31,6 +31,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -49,7 +50,7 @@ namespace cxltier {
 template <typename T>
 class PodVector {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
-                "PodVector moves elements with realloc");
+                "PodVector moves elements with realloc and mremap");
 
 public:
   PodVector() = default;
@@ -110,7 +111,8 @@ public:
     cap_ = n;
   }
   // Whether growth from now on asks for huge pages (the default; arrays of 4 MiB and more, see
-  // grow_mapped below; lib/core/huge_pages.hpp says why). A
+  // grow_mapped below; lib/core/huge_pages.hpp says why). A mapping advised already keeps its
+  // advice as it grows: set this before the first growth past 4 MiB. A
   // short-lived owner that touches its pages once turns it off: a huge page's first touch can
   // cost more than its TLB misses save (docs/runtime.md, "Huge pages").
   void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
@@ -169,7 +171,16 @@ private:
     void *p;
     if (mapped_bytes_ != 0) {
       p = mremap(raw_, mapped_bytes_, bytes, MREMAP_MAYMOVE);
-      if (p == MAP_FAILED) throw std::bad_alloc();
+      if (p == MAP_FAILED) {
+        // Out of memory, or a mapping mremap cannot move as one (split by someone's madvise,
+        // mprotect or mbind on part of it): a new mapping and a copy, as glibc would do.
+        if (errno == ENOMEM) throw std::bad_alloc();
+        p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        if (size_ != 0) std::memcpy(p, data_, size_ * sizeof(T));
+        (void)munmap(raw_, mapped_bytes_);
+        populated_ = std::min(populated_, size_);
+      }
     } else {
       p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
@@ -180,7 +191,9 @@ private:
     raw_ = static_cast<char *>(p);
     mapped_bytes_ = bytes;
     data_ = reinterpret_cast<T *>(raw_);
+#ifdef MADV_HUGEPAGE
     if (huge_pages_ && bytes >= 2 * kHugePageBytes) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
   }
   void release() noexcept {
     if (mapped_bytes_ != 0) {
