@@ -168,6 +168,23 @@ private:
   void grow_mapped(size_t n) {
     const size_t page = base_page_bytes();
     const size_t bytes = (n * sizeof(T) + page - 1) / page * page;
+    // Advised before a copy, so that the copy's first touch already gets huge pages.
+    auto advise = [&](void *at) {
+#ifdef MADV_HUGEPAGE
+      if (huge_pages_ && bytes >= 2 * kHugePageBytes) (void)madvise(at, bytes, MADV_HUGEPAGE);
+#else
+      (void)at;
+#endif
+    };
+    // A new mapping holding a copy of the elements; the caller releases the old block.
+    auto copy_to_new = [&]() -> void * {
+      void *q = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (q == MAP_FAILED) throw std::bad_alloc();
+      advise(q);
+      if (size_ != 0) std::memcpy(q, data_, size_ * sizeof(T));
+      populated_ = std::min(populated_, size_);  // the copy populated only what it copied
+      return q;
+    };
     void *p;
     if (mapped_bytes_ != 0) {
       p = mremap(raw_, mapped_bytes_, bytes, MREMAP_MAYMOVE);
@@ -175,25 +192,18 @@ private:
         // Out of memory, or a mapping mremap cannot move as one (split by someone's madvise,
         // mprotect or mbind on part of it): a new mapping and a copy, as glibc would do.
         if (errno == ENOMEM) throw std::bad_alloc();
-        p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) throw std::bad_alloc();
-        if (size_ != 0) std::memcpy(p, data_, size_ * sizeof(T));
+        p = copy_to_new();
         (void)munmap(raw_, mapped_bytes_);
-        populated_ = std::min(populated_, size_);
+      } else {
+        advise(p);
       }
     } else {
-      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      if (size_ != 0) std::memcpy(p, data_, size_ * sizeof(T));
+      p = copy_to_new();
       std::free(raw_);
-      populated_ = std::min(populated_, size_);  // the copy populated only what it copied
     }
     raw_ = static_cast<char *>(p);
     mapped_bytes_ = bytes;
     data_ = reinterpret_cast<T *>(raw_);
-#ifdef MADV_HUGEPAGE
-    if (huge_pages_ && bytes >= 2 * kHugePageBytes) (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
   }
   void release() noexcept {
     if (mapped_bytes_ != 0) {

@@ -333,8 +333,9 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   //  5. The engine's accesses during one tier's pieces can bring another tier's index to its
   //     rule (7/8 of its blocks pending) after that tier was checked; its search would then
   //     rebuild in one piece (30-77 ms at 620K blocks, measured). So the tiers are checked in
-  //     rounds until a round begins no rebuild (at most 4): the last round hands the lock over
-  //     to no one, and the searches follow it.
+  //     rounds until a round begins no rebuild: that round hands the lock over to no one, and
+  //     the searches follow it. After 4 rounds the mover goes on regardless (a rebuild's own
+  //     hand-overs can bring its tier back to a rule; then a search may rebuild in one piece).
   constexpr size_t kUpkeepPiece = size_t{1} << 10;
   auto upkeep = [&](int t) {
     while (tiers[t].policy->upkeep(kUpkeepPiece)) pass_lock(lk);

@@ -89,24 +89,30 @@ std::string find_malformed_bitmap(std::string_view xml) {
       if (!is_space(xml[k])) return false;
     return true;
   };
-  bool v1 = true;  // no <topology version="2.x"> seen: hwloc 1.x's format
+  // Read from the root element only, as hwloc reads it: a <topology> without a version is hwloc
+  // 1.x's format. Another root, or none yet, counts as v2 (the stricter check).
+  bool v1 = false;
+  bool root_seen = false;
   while (i < n) {
     i = xml.find('<', i);
     if (i == std::string_view::npos) break;
     const size_t tag_at = i;
     const std::string_view rest = xml.substr(i);
     if (rest.substr(0, 4) == "<!--") {
+      i = tag_at + 4;  // "<!-->" does not end the comment it begins
       if (!skip_past("-->")) return at_line(tag_at) + "a comment that does not end";
       continue;
     }
     if (rest.substr(0, 9) == "<![CDATA[") {
+      i = tag_at + 9;
       if (!skip_past("]]>")) return at_line(tag_at) + "a CDATA section that does not end";
       continue;
     }
     if (rest.substr(0, 2) == "<?") {
+      i = tag_at + 2;  // nor does "<?>" end its processing instruction
       if (!skip_past("?>")) return at_line(tag_at) + "a processing instruction that does not end";
       const std::string_view pi = xml.substr(tag_at, i - tag_at);
-      if (pi.substr(0, 5) == "<?xml") {
+      if (pi.size() > 5 && pi.substr(0, 5) == "<?xml" && is_space(pi[5])) {
         if (!rest_of_line_blank()) return at_line(tag_at) + "markup after the XML declaration on its line";
         const size_t enc = pi.find("encoding");
         if (enc != std::string_view::npos) {
@@ -120,21 +126,18 @@ std::string find_malformed_bitmap(std::string_view xml) {
       }
       continue;
     }
-    if (rest.substr(0, 2) == "<!") {  // a declaration (DOCTYPE): quoted literals and [...] skipped
+    if (rest.substr(0, 2) == "<!") {  // a declaration (DOCTYPE), its quoted literals skipped
       const bool doctype = rest.substr(0, 9) == "<!DOCTYPE";
       char quote = 0;
-      int depth = 0;
       for (++i; i < n; ++i) {
         const char c = xml[i];
         if (quote != 0) {
           if (c == quote) quote = 0;
         } else if (c == '"' || c == '\'') {
           quote = c;
-        } else if (c == '[') {
-          ++depth;
-        } else if (c == ']') {
-          --depth;
-        } else if (c == '>' && depth <= 0) {
+        } else if (c == '[') {  // comments and literals inside one would need a DTD parser
+          return at_line(i) + "an internal DTD subset (hwloc writes none)";
+        } else if (c == '>') {
           break;
         }
       }
@@ -155,6 +158,7 @@ std::string find_malformed_bitmap(std::string_view xml) {
     bool has[4] = {false, false, false, false};  // cpuset, complete_cpuset, nodeset, complete_nodeset
     bool ended = false;                          // the tag's end was reached: its attributes are all known
     std::string_view type;
+    bool version_given = false;
     for (;;) {
       while (i < n && is_space(xml[i])) ++i;
       if (i < n && (xml[i] == '>' || xml[i] == '/')) {
@@ -182,8 +186,24 @@ std::string find_malformed_bitmap(std::string_view xml) {
                "\" is not an hwloc bitmap (0x-prefixed hexadecimal words separated by commas)";
       for (size_t k = 0; k < 4; ++k) has[k] = has[k] || name == kPairs[k];
       if (name == "type") type = value;
-      if (element == "topology" && name == "version") v1 = value.empty() || value[0] < '2';
+      if (!root_seen && element == "topology" && name == "version") {
+        // hwloc writes "2.0" (or no version, 1.x); anything else could be read otherwise by it.
+        const size_t dot = value.find('.');
+        const auto digits = [](std::string_view d) {
+          return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+        };
+        if (dot == std::string_view::npos || !digits(value.substr(0, dot)) || !digits(value.substr(dot + 1)))
+          return at_line(name_at) + "version=\"" + printable(value) + "\" is not a version hwloc writes";
+        std::string_view major = value.substr(0, dot);
+        while (major.size() > 1 && major[0] == '0') major.remove_prefix(1);  // as sscanf("%u") reads it
+        v1 = major == "0" || major == "1";
+        version_given = true;
+      }
       i = close + 1;
+    }
+    if (!root_seen) {
+      root_seen = true;
+      if (element == "topology" && !version_given) v1 = true;
     }
     // hwloc 1.7.2 and older wrote I/O Groups and Misc objects with a cpuset alone, and hwloc 2.9
     // reads those v1 files on purpose; every other object has both sets of a pair or neither.

@@ -214,4 +214,15 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<a b='x>\n<a nodeset=\",x1\"/>", "an attribute value that does not end");
   has("<object type=\"Machine\" subtype=\"><object type=\"PU\" cpuset=\",x1\"/>", "holds a raw '<' or '>'");
   has(std::string("<topology>\0<a/>", 15), "a NUL byte");
+  // The format's version is the root's, as hwloc reads it, in the form hwloc writes.
+  const std::string lone_group = "\n<object type=\"Group\" cpuset=\"0x3\"/>";
+  has("<topology version=\" 2.0\">" + lone_group, "is not a version hwloc writes");
+  has("<topology version=\"&#50;.0\">" + lone_group, "is not a version hwloc writes");
+  has("<topology version=\"2.0\"><info name=\"a\" value=\"b\"><topology version=\"1.0\"/></info>" + lone_group,
+      "has cpuset but no complete_cpuset");
+  EXPECT_EQ(topo::find_malformed_bitmap("<topology version=\"01.0\">" + lone_group), "");
+  // "<!-->" opens a comment and does not close it; an internal DTD subset is refused.
+  has("<topology version=\"2.0\"><!--> <topology version=\"1.0\"/> -->" + lone_group, "has cpuset but no complete_cpuset");
+  has("<?xml version=\"1.0\"?>\n<!DOCTYPE topology [<!-- it's -->]>\n<topology/>", "an internal DTD subset");
+  EXPECT_EQ(topo::find_malformed_bitmap("<?xml-stylesheet href=\"a\"?><topology/>"), "");
 }
