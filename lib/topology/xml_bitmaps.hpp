@@ -29,7 +29,9 @@ namespace cxltier::topo {
 // section, processing instruction, declaration, end tag or attribute value that does not end,
 // a raw '<' or '>' in an attribute value (hwloc writes them escaped; its own parser ends a tag
 // at the first '>'), markup after an XML declaration or a DOCTYPE on its line (its own parser
-// skips that line). Namespace prefixes are ignored, as hwloc reads local names. Other text
+// skips that line), an internal DTD subset, and a root <topology> whose version is not digits,
+// a dot and digits (the format's version is the root's, as hwloc reads it). Namespace prefixes
+// are ignored, as hwloc reads local names. Other text
 // that is not well-formed is left for hwloc to refuse.
 std::string find_malformed_bitmap(std::string_view xml);
 
