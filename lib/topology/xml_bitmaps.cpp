@@ -3,6 +3,8 @@
 // reads element names, attribute names and quoted values and nothing else.
 #include "lib/topology/xml_bitmaps.hpp"
 
+#include "lib/core/text.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -12,10 +14,6 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
 
 // One comma-separated word: "0x" and 1 to 16 hexadecimal digits.
 bool is_word(std::string_view w) {
@@ -44,7 +42,7 @@ bool is_bitmap(std::string_view v) {
   }
 }
 
-bool is_bitmap_attribute(std::string_view name) { return ends_with(name, "cpuset") || ends_with(name, "nodeset"); }
+bool is_bitmap_attribute(std::string_view name) { return name.ends_with("cpuset") || name.ends_with("nodeset"); }
 
 constexpr std::string_view kPairs[4] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
 
@@ -118,9 +116,9 @@ std::string find_malformed_bitmap(std::string_view xml) {
         if (enc != std::string_view::npos) {
           size_t q = pi.find_first_of("\"'", enc);
           const size_t e = q == std::string_view::npos ? q : pi.find(pi[q], q + 1);
-          std::string name(q == std::string_view::npos || e == std::string_view::npos ? "" : pi.substr(q + 1, e - q - 1));
-          for (char &c : name) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-          if (name != "UTF-8" && name != "US-ASCII" && name != "ASCII" && name != "ISO-8859-1" && name != "LATIN1")
+          const std::string_view name = q == std::string_view::npos || e == std::string_view::npos ? "" : pi.substr(q + 1, e - q - 1);
+          if (!text::iequal(name, "UTF-8") && !text::iequal(name, "US-ASCII") && !text::iequal(name, "ASCII") && !text::iequal(name, "ISO-8859-1") &&
+              !text::iequal(name, "LATIN1"))
             return at_line(tag_at) + "an encoding other than UTF-8, US-ASCII or ISO-8859-1";
         }
       }
