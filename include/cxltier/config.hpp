@@ -107,7 +107,7 @@ struct CXLT_API RuntimeConfig {
   bool reserve_memory = false;         // map every tier's whole budget at open
   uint32_t extent_blocks = 16;         // blocks per backend extent (grow granularity)
   bool verify_copies = false;          // checksum each block before and after every copy
-  bool state_huge_pages = true;        // the per-state arrays (store, LRFU records, residency) ask for THP
+  bool state_huge_pages = true;        // the per-state arrays (store, LRFU records) ask for THP
 
   // [remote]
   RemoteConfig remote;

@@ -27,7 +27,9 @@
 // The first 1 MiB of elements is left to fault, however much capacity was reserved.
 //
 // The subset of std::vector the store and the index use; element addresses change on growth,
-// as a vector's do. Allocation failure throws std::bad_alloc.
+// as a vector's do, unless fix_address() gave the array a room of its own: from then on the
+// elements stay where they are for the array's life (the runtime's engine threads read the
+// store's entries without a lock). Allocation failure throws std::bad_alloc.
 #pragma once
 
 #include <algorithm>
@@ -59,7 +61,9 @@ public:
   static constexpr size_t kAlign = 64;
 
   PodVector(PodVector &&o) noexcept
-      : raw_(std::exchange(o.raw_, nullptr)), mapped_bytes_(std::exchange(o.mapped_bytes_, 0)), huge_pages_(o.huge_pages_),
+      : raw_(std::exchange(o.raw_, nullptr)), mapped_bytes_(std::exchange(o.mapped_bytes_, 0)),
+        room_(std::exchange(o.room_, nullptr)), room_bytes_(std::exchange(o.room_bytes_, 0)),
+        room_advised_(o.room_advised_), huge_pages_(o.huge_pages_),
         data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)),
         populated_(std::exchange(o.populated_, 0)) {}
   // The huge-page setting belongs to the vector, not to its elements: a move assignment keeps it.
@@ -68,6 +72,9 @@ public:
       release();
       raw_ = std::exchange(o.raw_, nullptr);
       mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
+      room_ = std::exchange(o.room_, nullptr);
+      room_bytes_ = std::exchange(o.room_bytes_, 0);
+      room_advised_ = o.room_advised_;
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       cap_ = std::exchange(o.cap_, 0);
@@ -96,6 +103,10 @@ public:
   void reserve(size_t n) {
     if (n <= cap_) return;
     if (n > (SIZE_MAX - kAlign - kMapBytes) / sizeof(T)) throw std::bad_alloc();
+    if (room_bytes_ != 0) {
+      grow_in_room(n);
+      return;
+    }
     if (n * sizeof(T) >= kMapBytes) {
       grow_mapped(n);
     } else {
@@ -110,6 +121,57 @@ public:
     }
     cap_ = n;
   }
+  // Reserves address room for n elements, moves the elements there, and keeps them at that
+  // address from then on: growth within the room makes more of it writable in place (mprotect),
+  // and growth past it throws std::bad_alloc. The room is mapped PROT_NONE, which commits no
+  // memory; the kernel counts each part against its overcommit policy as it becomes writable,
+  // as it would a mapping of that size. Throws std::bad_alloc, leaving the array as it was, when
+  // the address space has no such room (a ulimit -v) or the first part cannot be made
+  // writable. Once only.
+  void fix_address(size_t n) {
+    if (room_bytes_ != 0 || n < size_ || n > (SIZE_MAX - 2 * kHugePageBytes) / sizeof(T)) throw std::bad_alloc();
+    const size_t page = base_page_bytes();
+    // One huge page more than the room, so that the elements can start on a huge page.
+    const size_t bytes = ((std::max<size_t>(n, 1) * sizeof(T) + page - 1) / page) * page + kHugePageBytes;
+    void *r = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) throw std::bad_alloc();
+    char *start = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(r) + kHugePageBytes - 1) & ~(uintptr_t{kHugePageBytes} - 1));
+    const size_t keep = cap_;
+    char *const old_raw = raw_;
+    const size_t old_mapped = mapped_bytes_;
+    T *const old_data = data_;
+    const size_t old_populated = populated_;
+    room_ = static_cast<char *>(r);
+    room_bytes_ = bytes;
+    room_advised_ = false;
+    raw_ = start;
+    mapped_bytes_ = 0;
+    data_ = reinterpret_cast<T *>(start);
+    cap_ = 0;
+    populated_ = 0;
+    try {
+      grow_in_room(std::max(size_, size_t{16}));
+    } catch (...) {
+      (void)munmap(r, bytes);
+      room_ = nullptr;
+      room_bytes_ = 0;
+      raw_ = old_raw;
+      mapped_bytes_ = old_mapped;
+      data_ = old_data;
+      cap_ = keep;
+      populated_ = old_populated;
+      throw;
+    }
+    if (size_ != 0) std::memcpy(static_cast<void *>(data_), old_data, size_ * sizeof(T));
+    if (old_mapped != 0) {
+      (void)munmap(old_raw, old_mapped);
+    } else {
+      std::free(old_raw);
+    }
+  }
+  bool address_fixed() const noexcept { return room_bytes_ != 0; }
+  // The elements the room holds (0 without one).
+  size_t room() const noexcept { return room_bytes_ ? static_cast<size_t>(room_ + room_bytes_ - raw_) / sizeof(T) : 0; }
   // Whether growth from now on asks for huge pages (the default; arrays of 4 MiB and more, see
   // grow_mapped below; lib/core/huge_pages.hpp says why). A mapping advised already keeps its
   // advice as it grows: set this before the first growth past 4 MiB. A
@@ -118,19 +180,19 @@ public:
   void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
   // New elements are copies of `fill`.
   void resize(size_t n, const T &fill = T{}) {
-    if (n > cap_) reserve(std::max(n, cap_ * 2));
+    if (n > cap_) reserve(grown(n));
     if (n > populated_) populate_ahead(n);
     for (size_t i = size_; i < n; ++i) new (data_ + i) T(fill);
     size_ = n;
   }
   T &emplace_back() {
-    if (size_ == cap_) reserve(cap_ ? cap_ * 2 : 16);
+    if (size_ == cap_) reserve(grown(size_ + 1));
     if (size_ >= populated_) populate_ahead(size_ + 1);
     new (data_ + size_) T{};
     return data_[size_++];
   }
   void push_back(const T &v) {
-    if (size_ == cap_) reserve(cap_ ? cap_ * 2 : 16);
+    if (size_ == cap_) reserve(grown(size_ + 1));
     if (size_ >= populated_) populate_ahead(size_ + 1);
     new (data_ + size_) T(v);
     ++size_;
@@ -205,7 +267,39 @@ private:
     mapped_bytes_ = bytes;
     data_ = reinterpret_cast<T *>(raw_);
   }
+  // The capacity to grow to for `need` elements: double, or 16 at first; within a room, no
+  // more than the room holds (past it, `need` itself, which reserve refuses).
+  size_t grown(size_t need) const noexcept {
+    size_t n = std::max(need, cap_ ? cap_ * 2 : size_t{16});
+    if (room_bytes_ != 0) n = std::max(need, std::min(n, room()));
+    return n;
+  }
+  // Makes the first n elements of the room (fix_address) writable, in whole pages. Once 4 MiB
+  // of it are, the whole room from the elements on is advised to use huge pages, as grow_mapped
+  // advises a mapping of that size (one madvise over the whole room: no split).
+  void grow_in_room(size_t n) {
+    const size_t page = base_page_bytes();
+    if (n > room()) throw std::bad_alloc();
+    const size_t bytes = (n * sizeof(T) + page - 1) / page * page;
+    if (bytes > mapped_bytes_) {
+      if (mprotect(raw_ + mapped_bytes_, bytes - mapped_bytes_, PROT_READ | PROT_WRITE) != 0) throw std::bad_alloc();
+      mapped_bytes_ = bytes;
+    }
+#ifdef MADV_HUGEPAGE
+    if (huge_pages_ && !room_advised_ && mapped_bytes_ >= 2 * kHugePageBytes) {
+      (void)madvise(raw_, static_cast<size_t>(room_ + room_bytes_ - raw_), MADV_HUGEPAGE);
+      room_advised_ = true;
+    }
+#endif
+    cap_ = mapped_bytes_ / sizeof(T);
+  }
   void release() noexcept {
+    if (room_bytes_ != 0) {
+      (void)munmap(room_, room_bytes_);
+      room_bytes_ = 0;
+      mapped_bytes_ = 0;
+      return;
+    }
     if (mapped_bytes_ != 0) {
       (void)munmap(raw_, mapped_bytes_);
     } else {
@@ -215,7 +309,10 @@ private:
   }
 
   char *raw_ = nullptr;     // the malloc'd block (data_ is its first kAlign boundary) or the mapping
-  size_t mapped_bytes_ = 0;  // the mapping's length; 0 while the elements are in a malloc'd block
+  size_t mapped_bytes_ = 0;  // the mapping's length (in a room, its writable part); 0 while the elements are in a malloc'd block
+  char *room_ = nullptr;     // fix_address's mapping (raw_ is its first huge page boundary)
+  size_t room_bytes_ = 0;    // its length; 0 when the array has none
+  bool room_advised_ = false;  // the room has had its huge-page advice (grow_in_room)
   bool huge_pages_ = true;
   T *data_ = nullptr;
   size_t size_ = 0;

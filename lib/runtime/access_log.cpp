@@ -1,16 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// The access path by handle without the runtime's mutex (M below): residency words, the sharded
-// access buffer, and applying it.
+// The access path by handle without the runtime's mutex (M below): the handle check against
+// the store entry, the sharded access buffer, and applying it.
 //
 // The access protocol (an engine thread E records accesses to blocks by handle):
 //  1. [no lock] E checks every attention value and every handle of the batch, prefetching the
-//     words ahead when prefetch_ahead (an atomic hint written under M as ids are issued) says
-//     so. A handle is good
-//     when its id's residency word equals (generation << 1) | 1. The word is written under M in
-//     the same critical section that makes the block resident in a tier (install) or resident
-//     nowhere (drop, release(forget), a finished write-out), so a handle whose block was
+//     entries ahead when prefetch_ahead (an atomic hint written under M as ids are issued) says
+//     so, and then checking each handle against its entry; otherwise (few ids) against the
+//     residency word of each id below LowIdWords::kIds (access_log.hpp says why) and the entry
+//     of any other. A handle checked by its word is good when the word equals
+//     (generation << 1) | 1. A handle checked by its entry is good when the id was issued (the store publishes each new id with
+//     release, after its entry is written) and its store entry's place word holds the handle's
+//     generation and a slot (ScoreStore::handle_resident: one acquire load of one word); the
+//     entries never move (the store's address room, StoreOptions::fixed_addresses). Both are
+//     written under M in the same critical section that makes the block resident in a tier
+//     (install) or resident nowhere (drop, release(forget), a finished write-out): the word
+//     by publish, the place word's slot by Residency::set_slot (the place word is always
+//     written whole, its generation too when the id is reused). So a handle whose block was
 //     dropped, forgotten or never issued before the call began is refused, as before. One bad
-//     entry fails the call and nothing of it is recorded.
+//     entry fails the call and nothing of it is recorded. Reading the entry's line here also
+//     brings it to E's cache for the drain (step 3) that writes it: one line from memory per
+//     access.
 //  2. [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. A thread gets a shard at its first access (round robin over
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
@@ -66,60 +75,6 @@
 
 namespace cxltier {
 
-// --- ResidencyTable ---------------------------------------------------------------------------
-
-namespace {
-// A chunk is one 2 MiB page where the system gives transparent huge pages on request: engine
-// threads read the words at random, and with 4 KiB pages a table of a million ids spans 2,048
-// pages, so nearly every check would also miss the TLB.
-constexpr size_t kChunkWords = size_t{1} << ResidencyTable::kChunkBits;
-constexpr size_t kChunkBytes = kChunkWords * sizeof(uint64_t);
-static_assert(kChunkBytes == kHugePageBytes);
-
-std::atomic<uint64_t> *new_chunk(bool huge_pages) {
-  void *p = ::operator new(kChunkBytes, std::align_val_t{kChunkBytes});
-  if (huge_pages) advise_huge_pages(p, kChunkBytes);
-  prefault_pages(p, kChunkBytes);  // one call, not 512 faults, before the words are written
-  auto *c = static_cast<std::atomic<uint64_t> *>(p);
-  for (size_t i = 0; i < kChunkWords; ++i) new (c + i) std::atomic<uint64_t>(0);
-  return c;
-}
-
-void delete_chunk(std::atomic<uint64_t> *c) noexcept { ::operator delete(c, std::align_val_t{kChunkBytes}); }
-}  // namespace
-
-ResidencyTable::ResidencyTable() : dir_(std::make_unique<std::atomic<std::atomic<uint64_t> *>[]>(kChunks)) {}
-
-ResidencyTable::~ResidencyTable() {
-  for (size_t c = 0; c < chunks_; ++c) delete_chunk(dir_[c].load(std::memory_order_relaxed));
-}
-
-void ResidencyTable::ensure(size_t n) {
-  if (n > (kChunks << kChunkBits)) n = kChunks << kChunkBits;
-  while ((chunks_ << kChunkBits) < n) {
-    auto *c = new_chunk(huge_pages_);
-    dir_[chunks_].store(c, std::memory_order_release);
-    ++chunks_;
-  }
-}
-
-void ResidencyTable::publish(NodeId id, uint32_t generation, bool resident) noexcept {
-  if ((id >> kChunkBits) >= chunks_) return;  // never made resident: its word reads 0 already
-  std::atomic<uint64_t> *c = dir_[id >> kChunkBits].load(std::memory_order_relaxed);
-  c[id & ((1u << kChunkBits) - 1)].store(resident ? (static_cast<uint64_t>(generation) << 1) | 1u : 0,
-                                         std::memory_order_release);
-}
-
-uint64_t ResidencyTable::word(NodeId id) const noexcept {
-  if ((id >> kChunkBits) >= chunks_) return 0;
-  return dir_[id >> kChunkBits].load(std::memory_order_relaxed)[id & ((1u << kChunkBits) - 1)].load(
-      std::memory_order_relaxed);
-}
-
-size_t ResidencyTable::bytes() const noexcept {
-  return kChunks * sizeof(void *) + chunks_ * (size_t{1} << kChunkBits) * sizeof(uint64_t);
-}
-
 // --- AccessLog --------------------------------------------------------------------------------
 
 AccessLog::AccessLog() = default;
@@ -156,13 +111,15 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
 // --- Runtime::Impl ----------------------------------------------------------------------------
 
 // Whether prefetching ahead pays: with few states, the store lines, index records and
-// residency words stay in cache, and the prefetches cost more than they save (measured at 1K
+// entries stay in cache, and the prefetches cost more than they save (measured at 1K
 // resident blocks, when the index prefetch was a chain of loads and a virtual call: 28 % of the
 // access path's time).
 // Set under M whenever ids are issued (ensure_policy_ids); read without M in step 1, where it
 // is only a hint.
 void Runtime::Impl::note_id_limit() noexcept {
-  constexpr size_t kPrefetchFromIds = size_t{1} << 14;  // about 1.8 MiB of store lines and index records
+  // About 1.8 MiB of store lines and index records; the ids the residency words cover, so that
+  // the handle check reads a word for any id below it (log_access_handles).
+  constexpr size_t kPrefetchFromIds = LowIdWords::kIds;
   prefetch_ahead.store(store->id_limit() >= kPrefetchFromIds, std::memory_order_relaxed);
 }
 
@@ -279,15 +236,24 @@ void Runtime::Impl::drain_accesses() noexcept {
 
 bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *attention, size_t n) {
   if (cfg.synchronous && cfg.promotion != PromotionRule::never && tiers.size() > 1) return false;
-  // Checking a handle takes a few nanoseconds, so the word 64 on is about one memory latency
-  // ahead (16 on left part of every miss exposed: 24.6 -> 27.8 M accesses/s at 1M resident).
+  // Checking a handle takes a few nanoseconds, so the entry 64 on is about one memory latency
+  // ahead (measured when the check read a word of its own: 16 on left part of every miss
+  // exposed, 24.6 -> 27.8 M accesses/s at 1M resident).
   constexpr size_t kAhead = 64;
-  const size_t ahead = prefetch_pays() ? kAhead : n;
+  // Which check (step 1): while the store has few ids, every state is cached and the residency
+  // words, which only admissions and drops write, stay cached in every engine thread's core;
+  // with many, the entry's line comes from memory either way and the drain finds it cached.
+  // Either check is exact for any id at any time (an id past the words has its entry checked),
+  // so the hint may be stale: it picks the faster, one branch that every handle takes alike.
+  const bool by_entry = prefetch_pays();
+  const size_t ahead = by_entry ? kAhead : n;
   for (size_t i = 0; i < n; ++i) {  // protocol step 1
-    if (i + ahead < n) residency.prefetch(handles[i + ahead]);
+    if (i + ahead < n) store->prefetch_handle(handles[i + ahead]);
     if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
       fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: attention[", i, "] = ", attention[i], " is outside [0, 1]");
-    if (!residency.resident(handles[i]))
+    const bool good = by_entry || (handles[i] & 0xffffffffu) >= LowIdWords::kIds ? store->handle_resident(handles[i])
+                                                                                 : low_words.resident(handles[i]);
+    if (!good)
       fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
            " is stale (its block was dropped or forgotten) or was never issued");
   }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The access path without the runtime's mutex: residency words that a handle is checked
-// against without a lock, and the sharded buffer that engine threads append accesses to. The
-// protocol that makes this exact is the numbered comment in access_log.cpp.
+// The access path without the runtime's mutex: the residency words of the lowest ids and the
+// sharded buffer that engine threads append accesses to, once each handle is checked without a
+// lock (against those words, or its store entry: ScoreStore::handle_resident). The protocol
+// that makes this exact is the numbered comment in access_log.cpp.
 #pragma once
 
 #include "lib/policy/eviction.hpp"
@@ -14,51 +15,36 @@
 
 namespace cxltier {
 
-// One word per NodeId, written under the runtime's mutex whenever a block becomes resident in
-// some tier (install) or resident in none (drop, release(forget), a finished write-out), and
-// read by engine threads without it: 0 = resident nowhere, else (generation << 1) | 1.
-// Chunked so that it can grow while readers hold no lock: chunks are allocated under the
-// runtime's mutex, published with release, and freed only when the table goes.
-class ResidencyTable {
+// Residency words for the ids below kIds, which an engine thread's handle check reads instead
+// of the block's store entry while the store has issued few ids (access_log.cpp, step 1). These
+// words are written only when a block becomes resident or resident nowhere, so engine threads
+// on several cores keep them cached, where the store entry that the drain writes at every
+// access would cross from core to core (two threads at 1K resident blocks ran 3.5x slower
+// checking the entries). With many ids the entries are checked: a word of its own would be one
+// more random line from memory for each access. 128 KiB a runtime.
+class LowIdWords {
 public:
-  ResidencyTable();
-  ~ResidencyTable();
-  ResidencyTable(const ResidencyTable &) = delete;
-  ResidencyTable &operator=(const ResidencyTable &) = delete;
+  static constexpr NodeId kIds = NodeId{1} << 14;
 
-  static constexpr unsigned kChunkBits = 18;  // 262,144 ids (2 MiB, a huge page) a chunk
-  static constexpr size_t kChunks = (size_t{1} << 31) >> kChunkBits;  // ids < 2^31 (the store's limit)
-  static constexpr size_t kBytesPerId = sizeof(std::atomic<uint64_t>);  // one residency word an id
-
-  // [runtime mutex held, before the first ensure] Whether chunks ask for huge pages (the default).
-  void set_huge_pages(bool on) noexcept { huge_pages_ = on; }
-  // [runtime mutex held] Make ids below n addressable (may allocate a chunk).
-  void ensure(size_t n);
-  // [runtime mutex held] Publish that `id` (of `generation`) is resident in some tier, or not.
-  void publish(NodeId id, uint32_t generation, bool resident) noexcept;
-  // [no lock] True when the handle's block is resident in some tier now.
+  LowIdWords() : words_(new std::atomic<uint64_t>[kIds]) {
+    for (NodeId i = 0; i < kIds; ++i) words_[i].store(0, std::memory_order_relaxed);
+  }
+  // [runtime mutex held] Publish that `id` (of `generation`) is resident in some tier, or not;
+  // a no-op for ids past kIds.
+  void publish(NodeId id, uint32_t generation, bool resident) noexcept {
+    if (id < kIds)
+      words_[id].store(resident ? (static_cast<uint64_t>(generation) << 1) | 1u : 0, std::memory_order_release);
+  }
+  // [no lock; ids below kIds] True when the handle's block is resident in some tier now.
   bool resident(uint64_t handle) const noexcept {
-    const NodeId id = static_cast<NodeId>(handle & 0xffffffffu);
-    if ((id >> kChunkBits) >= kChunks) return false;
-    const std::atomic<uint64_t> *c = dir_[id >> kChunkBits].load(std::memory_order_acquire);
-    if (c == nullptr) return false;
-    const uint64_t want = ((handle >> 32) << 1) | 1u;
-    return c[id & ((1u << kChunkBits) - 1)].load(std::memory_order_acquire) == want;
+    return words_[handle & (kIds - 1)].load(std::memory_order_acquire) == (((handle >> 32) << 1) | 1u);
   }
-  void prefetch(uint64_t handle) const noexcept {
-    const NodeId id = static_cast<NodeId>(handle & 0xffffffffu);
-    if ((id >> kChunkBits) >= kChunks) return;
-    const std::atomic<uint64_t> *c = dir_[id >> kChunkBits].load(std::memory_order_relaxed);
-    if (c) __builtin_prefetch(c + (id & ((1u << kChunkBits) - 1)));
-  }
-  // [runtime mutex held] The published word of `id` (0 when none), for validate().
-  uint64_t word(NodeId id) const noexcept;
-  size_t bytes() const noexcept;  // memory held: the directory and every chunk
+  // [runtime mutex held; ids below kIds] The published word (0 when resident nowhere), for validate().
+  uint64_t word(NodeId id) const noexcept { return words_[id].load(std::memory_order_relaxed); }
+  static constexpr size_t bytes() noexcept { return kIds * sizeof(std::atomic<uint64_t>); }
 
 private:
-  std::unique_ptr<std::atomic<std::atomic<uint64_t> *>[]> dir_;
-  size_t chunks_ = 0;  // chunks allocated, [0, chunks_) (runtime mutex)
-  bool huge_pages_ = true;
+  std::unique_ptr<std::atomic<uint64_t>[]> words_;
 };
 
 // One access waiting to be applied.
@@ -79,7 +65,7 @@ public:
   static constexpr size_t kCapacity = 4096;  // records a shard buffer holds (16 B each)
 
   AccessLog();
-  // [no lock] Append n accesses (already checked against the residency table). False, and
+  // [no lock] Append n accesses (each handle already checked: ScoreStore::handle_resident). False, and
   // nothing appended, when the caller's shard has no room for all n.
   bool append(const uint64_t *handles, const float *attention, size_t n) noexcept;
   // True when some shard may hold records (a drain has something to do).

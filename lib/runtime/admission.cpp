@@ -31,7 +31,6 @@ void Runtime::Impl::eligible_warm_fn(const void *ctx, NodeId id) noexcept {
 
 void Runtime::Impl::ensure_policy_ids() {
   size_t need = store->id_limit();
-  residency.ensure(need);
   note_id_limit();
   if (need <= policy_ids) return;
   size_t n = std::max<size_t>({need, policy_ids * 2, 1024});
@@ -71,13 +70,12 @@ void Runtime::Impl::restore_or_reset(NodeId id, bool *restored_out) {
 }
 
 void Runtime::Impl::install(NodeId id, int tier, SlotId slot) {
-  residency.ensure(static_cast<size_t>(id) + 1);  // done when the id was issued (ensure_policy_ids): a no-op
   StoreEntry &e = (*store)[id];
   e.res.tier = static_cast<int8_t>(tier);
-  e.res.slot = slot;
+  e.res.set_slot(slot);
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
   store->set_resident(id, true);
-  residency.publish(id, e.res.generation, true);
+  low_words.publish(id, e.res.generation(), true);
   tiers[tier].policy->insert(id, e.key, e.st);
   ++tiers[tier].admissions;
 }
@@ -92,14 +90,14 @@ void Runtime::Impl::unplace(NodeId id, EraseReason why) {
   cxlt_assert(e.res.tier >= 0 && e.res.pins == 0 && (e.res.flags & kFlagMoving) == 0);
   TierRt &t = tiers[e.res.tier];
   t.policy->erase(id, why);
-  cxlt_result_t r = t.pool->free(e.res.slot);
+  cxlt_result_t r = t.pool->free(e.res.slot());
   cxlt_assert(r == CXLT_OK);
   (void)r;
   e.res.tier = -1;
-  e.res.slot = kInvalidSlot;
+  e.res.set_slot(kInvalidSlot);
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~(kFlagReleased | kFlagPromoteQueued));
   store->set_resident(id, false);
-  residency.publish(id, e.res.generation, false);
+  low_words.publish(id, e.res.generation(), false);
 }
 
 // Free one slot in `tier` by demoting its victim one tier down (making room there first when
@@ -149,7 +147,7 @@ bool Runtime::Impl::wait_out_passage(std::unique_lock<std::mutex> &lk, size_t *f
   });
   if (found) *found = seen.size();
   if (seen.empty()) return false;
-  // An entry is looked up by id on each wake-up: the store may grow while the lock is released.
+  // An entry is looked up by id on each wake-up, as after every release of the lock.
   // A block that left its passage and entered another between two wake-ups is waited for
   // again: that only lengthens the wait by the second copy.
   auto still_in_passage = [&](NodeId id) { return in_passage((*store)[id]); };
@@ -241,7 +239,7 @@ int Runtime::Impl::place(std::unique_lock<std::mutex> &lk, NodeId id) {
 bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
   StoreEntry &e = (*store)[id];
   if (!remote || e.res.tier < 0 || tiers[e.res.tier].no_bytes) return false;
-  void *dst = tiers[e.res.tier].pool->address(e.res.slot);
+  void *dst = tiers[e.res.tier].pool->address(e.res.slot());
   if (dst == nullptr) return false;
   const Key key = e.key;
   ++e.res.pins;
@@ -278,8 +276,8 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   m.drain_accesses();
   // Find the key, and wait while another thread admits it (the lock is released while it is
   // placed) or, for a pin, while a copy moves it. After every wait start over: meanwhile the
-  // block may have been dropped, its state forgotten and its NodeId given to another key, or the
-  // store's entries moved when it grew. A StoreEntry reference is taken after the last wait.
+  // block may have been dropped, its state forgotten and its NodeId given to another key. A
+  // StoreEntry reference is taken after the last wait.
   NodeId id = kNoNode;
   while (true) {
     id = m.find_or_insert(key);

@@ -183,14 +183,14 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
         move_now(lk, v, t + 1, d, &err);  // counted in migration_failures when it fails
         continue;
       }
-      s.wave.push_back({v, e.res.generation});
+      s.wave.push_back({v, e.res.generation()});
       schedule_move(v, t + 1, d);
     }
     if (s.wave.empty()) continue;
     moved_cv.wait(lk, [&] {
       for (const RoomScratch::Moving &w : s.wave) {
         const StoreEntry &e = (*store)[w.id];
-        if (e.res.generation == w.generation && (e.res.flags & kFlagMoving)) return false;
+        if (e.res.generation() == w.generation && (e.res.flags & kFlagMoving)) return false;
       }
       return true;
     });

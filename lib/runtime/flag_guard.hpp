@@ -2,8 +2,8 @@
 // A block flag held for a scope in which the lock may be released: kFlagAdmitting while an
 // admission places a block, kFlagHeld while move() makes room for one. Other threads wait on
 // moved_cv for a block so flagged (or skip it as a victim), so every exit from the scope, an
-// exception included, clears the flag and wakes them. The entry is looked up again on the way
-// out: the store may have grown, moving its entries, while the lock was released.
+// exception included, clears the flag and wakes them. The entry is looked up again by id on the
+// way out, as after every release of the lock.
 #pragma once
 
 #include "lib/runtime/runtime_impl.hpp"

@@ -62,7 +62,7 @@ MoveJob Runtime::Impl::begin_move(NodeId id, int dst, SlotId dst_slot) {
   ++tiers[src].moving_out;
   ++in_flight;
   ++moves_begun;
-  return MoveJob{id, e.res.generation, src, e.res.slot, dst, dst_slot, tiers[src].pool->address(e.res.slot),
+  return MoveJob{id, e.res.generation(), src, e.res.slot(), dst, dst_slot, tiers[src].pool->address(e.res.slot()),
                  tiers[dst].pool->address(dst_slot), kNoNode, 0};
 }
 
@@ -103,7 +103,7 @@ cxlt_result_t Runtime::Impl::copy_bytes(const MoveJob &job, uint64_t *ns, std::s
 // Protocol step 3.
 void Runtime::Impl::finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled) {
   StoreEntry &e = (*store)[job.id];
-  cxlt_assert(e.res.generation == job.generation && (e.res.flags & kFlagMoving) && e.res.tier == job.src && e.res.slot == job.src_slot);
+  cxlt_assert(e.res.generation() == job.generation && (e.res.flags & kFlagMoving) && e.res.tier == job.src && e.res.slot() == job.src_slot);
   --tiers[job.src].moving_out;
   --in_flight;
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagMoving);
@@ -114,7 +114,7 @@ void Runtime::Impl::finish_move(const MoveJob &job, bool ok, uint64_t ns, bool c
   } else {
     tiers[job.src].pool->free(job.src_slot);
     e.res.tier = static_cast<int8_t>(job.dst);
-    e.res.slot = job.dst_slot;
+    e.res.set_slot(job.dst_slot);
     tiers[job.dst].policy->insert(job.id, e.key, e.st);
     pair_bytes[job.src][job.dst] += block_bytes;
     ++pair_blocks[job.src][job.dst];
@@ -159,7 +159,7 @@ void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId pa
   MoveJob job = begin_move(id, dst, dst_slot);
   if (partner != kNoNode) {
     job.partner = partner;
-    job.partner_generation = (*store)[partner].res.generation;
+    job.partner_generation = (*store)[partner].res.generation();
     ++swap_in[dst];
   }
   if (tiers[job.src].no_bytes && tiers[job.dst].no_bytes) {
@@ -260,7 +260,11 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
     StoreEntry &ve = (*store)[v];
     tiers[up].policy->erase(v, EraseReason::evicted);
     tiers[t].policy->erase(id, EraseReason::moved);
-    std::swap(e.res.slot, ve.res.slot);
+    {
+      const SlotId slot = e.res.slot();
+      e.res.set_slot(ve.res.slot());
+      ve.res.set_slot(slot);
+    }
     e.res.tier = static_cast<int8_t>(up);
     ve.res.tier = static_cast<int8_t>(t);
     tiers[up].policy->insert(id, e.key, e.st);
@@ -549,24 +553,24 @@ WriteOut Runtime::Impl::begin_writeout(NodeId id) {
   ++tiers[e.res.tier].moving_out;
   ++in_flight;
   ++moves_begun;
-  return WriteOut{id, e.res.generation, e.res.tier, e.res.slot, tiers[e.res.tier].pool->address(e.res.slot)};
+  return WriteOut{id, e.res.generation(), e.res.tier, e.res.slot(), tiers[e.res.tier].pool->address(e.res.slot())};
 }
 
 // Step W3.
 void Runtime::Impl::finish_writeout(const WriteOut &w, bool written) {
   (void)written;  // the remote client counts writes and failures
   StoreEntry &e = (*store)[w.id];
-  cxlt_assert(e.res.generation == w.generation && (e.res.flags & kFlagMoving) && e.res.tier == w.tier && e.res.slot == w.slot);
+  cxlt_assert(e.res.generation() == w.generation && (e.res.flags & kFlagMoving) && e.res.tier == w.tier && e.res.slot() == w.slot);
   --tiers[w.tier].moving_out;
   --in_flight;
   cxlt_result_t r = tiers[w.tier].pool->free(w.slot);
   cxlt_assert(r == CXLT_OK);
   (void)r;
   e.res.tier = -1;
-  e.res.slot = kInvalidSlot;
+  e.res.set_slot(kInvalidSlot);
   e.res.flags = static_cast<uint8_t>(e.res.flags & ~(kFlagMoving | kFlagReleased | kFlagPromoteQueued));
   store->set_resident(w.id, false);
-  residency.publish(w.id, e.res.generation, false);
+  low_words.publish(w.id, e.res.generation(), false);
   ++drops;
   moved_cv.notify_all();
 }

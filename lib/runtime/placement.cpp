@@ -150,7 +150,7 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
       if (stopping) return 0;
     }
     store->for_each_in(lo, lo + kScanChunk, [&](NodeId id, const StoreEntry &e) {
-      if (movable(e)) rank_all[static_cast<size_t>(e.res.tier)].push_back(Ranked{keep(id, e), id, e.res.generation});
+      if (movable(e)) rank_all[static_cast<size_t>(e.res.tier)].push_back(Ranked{keep(id, e), id, e.res.generation()});
     });
   }
   // The candidates are picked from the scan with the lock released (the pick was a third of
@@ -177,7 +177,7 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
   auto still = [&](const Ranked &r, int t) {
     if (!store->valid(r.id)) return false;
     const StoreEntry &e = (*store)[r.id];
-    return e.res.generation == r.generation && e.res.tier == t && movable(e);
+    return e.res.generation() == r.generation && e.res.tier == t && movable(e);
   };
   // A tier takes one more block without a swap while that keeps it at or under its high
   // watermark (a synchronous runtime has no watermark pass: its whole budget).
@@ -238,7 +238,7 @@ void Runtime::Impl::finish_swap(const MoveJob &job, bool ok) {
   --swap_in[job.dst];
   if (!ok || stopping || !store->valid(job.partner)) return;
   const StoreEntry &e = (*store)[job.partner];
-  if (e.res.generation != job.partner_generation || e.res.tier != job.dst || !movable(e)) return;
+  if (e.res.generation() != job.partner_generation || e.res.tier != job.dst || !movable(e)) return;
   SlotId d = kInvalidSlot;
   if (allocate_for_move(job.src, &d) != CXLT_OK) return;
   schedule_move(job.partner, job.src, d);

@@ -178,14 +178,14 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // --- access.cpp (and what every access path applies, inline here)
   // Inline: the batch calls build one per key, and a call returning the Block through memory
   // cost a store-forwarding stall per key when the caller copied it out.
-  uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].res.generation) << 32) | id; }
+  uint64_t handle_of(NodeId id) const noexcept { return (static_cast<uint64_t>((*store)[id].res.generation()) << 32) | id; }
   Block block_of(NodeId id) const noexcept {
     const StoreEntry &e = (*store)[id];
     Block b;
     b.tier = e.res.tier;
     b.bytes = block_bytes;
     b.handle = handle_of(id);
-    b.data = e.res.tier >= 0 ? tiers[e.res.tier].pool->address(e.res.slot) : nullptr;
+    b.data = e.res.tier >= 0 ? tiers[e.res.tier].pool->address(e.res.slot()) : nullptr;
     return b;
   }
   // An access to a resident block: its state, its tier's index and counters, the promotion
@@ -228,9 +228,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   static constexpr size_t kPromoteQueueLimit = 65536;  // blocks queued for promotion at most
 
   // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
-  // Every change of a block between resident in a tier and resident nowhere publishes its
-  // residency word (install, drop, release(forget), finish_writeout); validate() checks it.
-  ResidencyTable residency;
+  // Engine threads check a handle against its id's word here (the lowest ids) or its store
+  // entry's place word, whose slot is set whenever the block becomes resident in a tier
+  // (install) and cleared when it becomes resident nowhere (drop, release(forget),
+  // finish_writeout), where the word is published too; validate() checks that they agree.
+  LowIdWords low_words;
   AccessLog log;
   bool log_access_handles(const uint64_t *handles, const float *attention, size_t n);  // false: take the locked path
   void drain_accesses() noexcept;  // [mu held] apply every recorded access

@@ -78,7 +78,6 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   m->cfg = config;
   RuntimeConfig &cfg = m->cfg;
   m->block_bytes = cfg.geometry.bytes();
-  m->residency.set_huge_pages(cfg.state_huge_pages);
   m->topo = discover_topology(cfg.topology);
 
   std::vector<TierConfig> wanted = cfg.tiers;
@@ -252,6 +251,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
   so.forget_by = cfg.policy;
   so.lrfu = cfg.lrfu;
   so.huge_pages = cfg.state_huge_pages;
+  so.fixed_addresses = true;  // engine threads check handles against the entries without M
   m->store = std::make_unique<ScoreStore>(so);
   // The LRFU indexes read each block's score and last access from its store entry, which
   // keeps them already, rather than a copy of their own, and keep its stamp in the same line
@@ -345,11 +345,11 @@ Runtime::~Runtime() {
   }
 }
 
-// Summed from the structures themselves: the store's, the residency word, each tier's policy's,
+// Summed from the structures themselves: the store's, each tier's policy's,
 // with LRFU the records the tiers share (whose states and stamps the store entries keep), and
 // with OPT the next use the runtime keeps beside its policy's.
 double Runtime::Impl::bytes_per_state(uint64_t capacity) const noexcept {
-  double b = ScoreStore::bytes_per_state(capacity) + static_cast<double>(ResidencyTable::kBytesPerId);
+  double b = ScoreStore::bytes_per_state(capacity);
   for (const TierRt &t : tiers) b += static_cast<double>(t.policy->bytes_per_id());
   if (cfg.policy == PolicyKind::lrfu) b += static_cast<double>(LrfuIdRecords::bytes_per_id(/*external_states=*/true));
   if (cfg.policy == PolicyKind::opt) b += sizeof(decltype(opt_next)::value_type);

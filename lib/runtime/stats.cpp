@@ -194,9 +194,14 @@ std::string Runtime::validate() const {
   m.store->for_each([&](NodeId id, const StoreEntry &e) {
     if ((e.res.flags & kFlagPromoteQueued) && !queued[id])
       err += "block " + e.key.hex() + " is flagged as queued for promotion but is not in the queue; ";
-    const uint64_t word = e.res.tier >= 0 ? (static_cast<uint64_t>(e.res.generation) << 1) | 1u : 0;
-    if (m.residency.word(id) != word)
-      err += "block " + e.key.hex() + " has residency word " + std::to_string(m.residency.word(id)) + ", expected " +
+    // What an engine thread's handle check reads (access_log.cpp, step 1): a slot exactly while
+    // the block is resident in a tier.
+    if ((e.res.slot() != kInvalidSlot) != (e.res.tier >= 0))
+      err += "block " + e.key.hex() + " has slot " + std::to_string(e.res.slot()) + " in tier " +
+             std::to_string(e.res.tier) + "; ";
+    const uint64_t word = e.res.tier >= 0 ? (static_cast<uint64_t>(e.res.generation()) << 1) | 1u : 0;
+    if (id < LowIdWords::kIds && m.low_words.word(id) != word)
+      err += "block " + e.key.hex() + " has residency word " + std::to_string(m.low_words.word(id)) + ", expected " +
              std::to_string(word) + "; ";
     if (e.res.tier < 0) {
       if (e.res.pins) err += "block " + e.key.hex() + " is pinned but resident nowhere; ";
@@ -208,8 +213,8 @@ std::string Runtime::validate() const {
     }
     ++per_tier[e.res.tier];
     if (e.res.flags & (kFlagMoving | kFlagUnindexed)) ++moving[e.res.tier];  // out of the index meanwhile
-    if (!m.tiers[e.res.tier].pool->is_allocated(e.res.slot))
-      err += "block " + e.key.hex() + " holds slot " + std::to_string(e.res.slot) + " that its pool says is free; ";
+    if (!m.tiers[e.res.tier].pool->is_allocated(e.res.slot()))
+      err += "block " + e.key.hex() + " holds slot " + std::to_string(e.res.slot()) + " that its pool says is free; ";
     (void)id;
   });
   for (size_t t = 0; t < m.tiers.size(); ++t) {

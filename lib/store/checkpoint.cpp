@@ -315,8 +315,8 @@ void ScoreStore::replace_with(const LoadedCheckpoint &cp) {
   // Keep generations increasing across the swap so that old handles stay invalid: those of the
   // ids the fresh store holds, and of the ids past its end, which it issues later from the floor.
   uint32_t gen_base = gen_floor_;
-  for (const StoreEntry &e : entries_) gen_base = std::max(gen_base, e.res.generation);
-  for (StoreEntry &e : fresh.entries_) e.res.generation += gen_base + 1;
+  for (const StoreEntry &e : entries_) gen_base = std::max(gen_base, e.res.generation());
+  for (StoreEntry &e : fresh.entries_) e.res.set_generation(e.res.generation() + gen_base + 1);
   fresh.gen_floor_ = gen_base + 1;
   auto moved = std::move(moved_);
   *this = std::move(fresh);

@@ -21,6 +21,8 @@
 #include <limits>
 #include <sstream>
 
+#include <sys/resource.h>
+
 namespace cxltier {
 
 namespace {
@@ -49,9 +51,29 @@ ScoreStore::ScoreStore(const StoreOptions &opt) : opt_(opt) {
   size_t initial = opt_.capacity ? static_cast<size_t>(opt_.capacity) : 1024;
   if (opt_.capacity > (1ull << 31)) fail(CXLT_ERROR_CONFIG, "store.capacity = ", opt_.capacity, " is larger than 2^31 states");
   entries_.set_huge_pages(opt_.huge_pages);
+  if (opt_.fixed_addresses) {
+    try {
+      entries_.fix_address(fixed_room(opt_.capacity));
+    } catch (const std::bad_alloc &) {
+      fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store: no address room for ", fixed_room(opt_.capacity),
+           " states (", fixed_room(opt_.capacity) * sizeof(StoreEntry), " bytes of address space)");
+    }
+    fixed_ = entries_.data();
+  }
   entries_.reserve(initial);
   in_use_.reserve(initial);
   rehash(index_slots_for(initial));
+}
+
+size_t ScoreStore::fixed_room(uint64_t capacity) noexcept {
+  if (capacity) return static_cast<size_t>(capacity);
+  // Unbounded: room for 2^31 entries (128 GiB of addresses, no memory), or for what a quarter
+  // of a limited address space (ulimit -v) holds, so that the rest of the process keeps room.
+  size_t room = size_t{1} << 31;
+  struct rlimit lim {};
+  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    room = std::min(room, std::max<size_t>(static_cast<size_t>(lim.rlim_cur / 4 / sizeof(StoreEntry)), 1024));
+  return room;
 }
 
 void ScoreStore::rehash(size_t table_size) {
@@ -195,12 +217,15 @@ NodeId ScoreStore::allocate_id() {
     return id;
   }
   if (entries_.size() >= 0xfffffff0u) fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store: more than 2^32 states");
+  if (fixed_ && entries_.size() >= entries_.room())
+    fail(CXLT_ERROR_OUT_OF_HOST_MEMORY, "score store: its address room for ", entries_.room(),
+         " states is full; set store.capacity to bound the states kept");
   // The per-id arrays grow together; if one growth fails, those before it are undone, so that
   // they keep one size and the store is as it was.
   const size_t n = entries_.size();
   try {
     const StoreEntry *const before = entries_.data();
-    entries_.emplace_back().res.generation = gen_floor_;
+    entries_.emplace_back().res.set_generation(gen_floor_);
     if (moved_ && entries_.data() != before) moved_(entries_.data());  // before anything may throw
     in_use_.push_back(0);
     if (opt_.capacity) fpos_.push_back(0xffffffffu);
@@ -210,6 +235,7 @@ NodeId ScoreStore::allocate_id() {
     if (opt_.capacity) fpos_.resize(n);
     throw;
   }
+  if (fixed_) published_.n.store(n + 1, std::memory_order_release);  // its place word is written
   return static_cast<NodeId>(n);
 }
 
@@ -250,7 +276,7 @@ void ScoreStore::erase(NodeId id) noexcept {
   }
   index_erase(id);
   in_use_[id] = 0;
-  ++entries_[id].res.generation;
+  entries_[id].res.set_generation(entries_[id].res.generation() + 1);
   free_ids_.push_back(id);
   --size_;
 }

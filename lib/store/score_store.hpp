@@ -23,6 +23,7 @@
 #include <cxltier/policy.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,8 +38,12 @@ namespace cxltier {
 // The runtime's half of an entry: where the block lives and who holds it. The policies read
 // only `key` and `st`; keeping these fields apart says so in the type.
 struct Residency {
-  uint32_t slot = 0xffffffffu;  // the runtime's pool slot while resident
-  uint32_t generation = 0;      // bumped whenever this NodeId is reused for another key
+  // The runtime's pool slot while resident (low 32 bits; all ones when resident nowhere) and
+  // the generation, bumped whenever this NodeId is reused for another key (high 32 bits), in
+  // one word: the runtime's engine threads read it without the runtime's lock to check a
+  // handle (ScoreStore::handle_resident), so it is written only through set_slot and
+  // set_generation, each one atomic store. Read it through slot() and generation().
+  uint64_t place = 0xffffffffu;
   int8_t tier = -1;             // tier rank while resident, -1 when resident nowhere
   uint8_t flags = 0;            // runtime flags
   uint16_t pins = 0;            // runtime pin count
@@ -46,6 +51,18 @@ struct Residency {
   // access writes this one line. The store keeps it across erase and reuse, and a fresh entry's
   // is zero.
   uint32_t policy_stamp = 0;
+
+  uint32_t slot() const noexcept { return static_cast<uint32_t>(place); }
+  uint32_t generation() const noexcept { return static_cast<uint32_t>(place >> 32); }
+  void set_slot(uint32_t slot) noexcept { set_place((place & ~uint64_t{0xffffffffu}) | slot); }
+  void set_generation(uint32_t generation) noexcept {
+    set_place((place & uint64_t{0xffffffffu}) | (static_cast<uint64_t>(generation) << 32));
+  }
+  // [no lock] The word as one load, for a reader that does not hold the writer's lock.
+  uint64_t place_now() const noexcept { return __atomic_load_n(&place, __ATOMIC_ACQUIRE); }
+
+private:
+  void set_place(uint64_t w) noexcept { __atomic_store_n(&place, w, __ATOMIC_RELEASE); }
 };
 static_assert(sizeof(Residency) == 16);
 
@@ -62,6 +79,11 @@ struct StoreOptions {
   PolicyKind forget_by = PolicyKind::lrfu;  // what "matters least" means (see forget order)
   LrfuParams lrfu;                // decay mode changes the LRFU forget order
   bool huge_pages = true;         // the entries and the key index ask for huge pages
+  // Every entry stays at its address for the store's life, so that handle_resident may read it
+  // without a lock: the entries get address room for `capacity` states (for an unbounded store,
+  // 2^31, or what a quarter of a limited address space holds: ScoreStore::fixed_room), made
+  // writable as they are used. An unbounded store refuses a state past its room.
+  bool fixed_addresses = false;
 };
 
 // What a checkpoint carries besides the states.
@@ -123,8 +145,27 @@ public:
   StoreEntry *current(NodeId id, uint32_t generation) noexcept {
     if (id >= entries_.size()) return nullptr;
     StoreEntry &e = entries_[id];
-    return e.res.generation == generation ? &e : nullptr;
+    return e.res.generation() == generation ? &e : nullptr;
   }
+
+  // [any thread, no lock; fixed_addresses only] Whether `handle` ((generation << 32) | id)
+  // names a block resident in some tier now: the id was issued and its entry's place word holds
+  // that generation and a slot. One load of one word, which every writer of it stores whole
+  // (Residency::set_slot, set_generation); ids are published after their entry is written.
+  bool handle_resident(uint64_t handle) const noexcept {
+    const auto id = static_cast<size_t>(handle & 0xffffffffu);
+    if (id >= published_.n.load(std::memory_order_acquire)) return false;
+    const uint64_t w = fixed_[id].res.place_now();
+    return static_cast<uint32_t>(w) != 0xffffffffu && (w >> 32) == (handle >> 32);
+  }
+  void prefetch_handle(uint64_t handle) const noexcept {
+    const auto id = static_cast<size_t>(handle & 0xffffffffu);
+    if (id < published_.n.load(std::memory_order_relaxed)) __builtin_prefetch(fixed_ + id);
+  }
+  // The most entries the store's address room holds (fixed_addresses; 0 without), and the room
+  // a store of `capacity` states (0: unbounded) asks for.
+  size_t room() const noexcept { return entries_.room(); }
+  static size_t fixed_room(uint64_t capacity) noexcept;
 
   // `fn` is called now and whenever the entries move (growth, replace_with), with the first
   // entry's address (null while there is none): the runtime's LRFU index reads each state's
@@ -269,11 +310,17 @@ private:
   NodeId allocate_id();
   // A fresh state in an id's entry for a new key: a new generation, the policy stamp kept.
   void reset_entry(NodeId id) noexcept {
+    // Field by field: the place word is read without a lock (handle_resident), so it is
+    // written as one atomic store, never as part of a copy of the whole entry.
     StoreEntry &e = entries_[id];
-    const Residency was = e.res;
-    e = StoreEntry{};
-    e.res.generation = was.generation + 1;
-    e.res.policy_stamp = was.policy_stamp;
+    const StoreEntry fresh{};
+    e.key = fresh.key;
+    e.st = fresh.st;
+    e.res.set_slot(fresh.res.slot());
+    e.res.set_generation(e.res.generation() + 1);
+    e.res.tier = fresh.res.tier;
+    e.res.flags = fresh.res.flags;
+    e.res.pins = fresh.res.pins;
   }
 
   StoreOptions opt_;
@@ -293,6 +340,21 @@ private:
   std::vector<HeapPlace> fheap_;
   std::vector<uint32_t> fpos_;
   std::function<void(StoreEntry *)> moved_;  // on_entries_moved
+  // fixed_addresses: the entries, and how many of them handle_resident may read (written under
+  // the owner's lock after each new entry is written; read without it).
+  struct Published {
+    std::atomic<size_t> n{0};
+    Published() = default;
+    Published(Published &&o) noexcept : n(o.n.load(std::memory_order_relaxed)) {}
+    Published &operator=(Published &&o) noexcept {
+      n.store(o.n.load(std::memory_order_relaxed), std::memory_order_release);
+      return *this;
+    }
+  };
+  const StoreEntry *fixed_ = nullptr;
+  // On a line of its own: engine threads read it for every handle, the owner writes it for
+  // every new id, and nothing beside it should share that traffic.
+  alignas(64) Published published_;
 };
 
 }  // namespace cxltier

@@ -25,6 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
+#include <thread>
+#include <atomic>
 
 using namespace cxltier;
 
@@ -45,10 +47,10 @@ TEST(ScoreStore, InsertFindEraseGrow) {
   for (uint64_t i = 0; i < 100000; ++i) ASSERT_EQ(s.find(k(i)) == kNoNode, i % 3 == 0) << i;
   EXPECT_EQ(s.validate(), "");
   // Reused ids get a new generation, so old handles can be told apart.
-  uint32_t old_gen = s[ids[0]].res.generation;
+  uint32_t old_gen = s[ids[0]].res.generation();
   NodeId again = s.insert(k(999999), nullptr);
   EXPECT_EQ(again, ids[99999 - 99999 % 3]);  // last freed id is reused first
-  EXPECT_NE(s[again].res.generation, old_gen);
+  EXPECT_NE(s[again].res.generation(), old_gen);
 }
 
 // The runtime's LRFU indexes read scores where the entries are: on_entries_moved must name
@@ -81,6 +83,109 @@ TEST(ScoreStore, EntriesMovedNamesWhereTheEntriesAre) {
   EXPECT_GT(calls, before);
 }
 
+// fixed_addresses: the entries never move, bounded store or unbounded, and handle_resident,
+// read without a lock, says resident exactly for an issued id whose place word holds the
+// handle's generation and a slot.
+TEST(ScoreStore, FixedAddressesAndTheHandleCheck) {
+  for (uint64_t capacity : {uint64_t{0}, uint64_t{5000}}) {
+    StoreOptions opt{capacity, PolicyKind::lrfu, {}};
+    opt.fixed_addresses = true;
+    ScoreStore s(opt);
+    size_t calls = 0;
+    const StoreEntry *told = nullptr;
+    s.on_entries_moved([&](const StoreEntry *first) {
+      told = first;
+      ++calls;
+    });
+    const NodeId first = s.insert(k(0), nullptr);
+    const StoreEntry *const at = &s[first];
+    for (uint64_t i = 1; i < 300000; ++i) {
+      NodeId id = s.insert(k(i), nullptr);
+      ASSERT_EQ(&s[0], at) << capacity << ": moved at insert " << i;
+      (void)id;
+    }
+    EXPECT_EQ(calls, 1u) << capacity << ": told once, never moved";
+    EXPECT_EQ(told, at);
+    if (capacity) EXPECT_GE(s.room(), capacity);
+    else EXPECT_GE(s.room(), size_t{1} << 20);
+    const NodeId id = s.find(k(299999));
+    ASSERT_NE(id, kNoNode);
+    const uint64_t gen = s[id].res.generation();
+    const uint64_t h = (gen << 32) | id;
+    EXPECT_FALSE(s.handle_resident(h)) << "no slot: resident nowhere";
+    s[id].res.set_slot(17);
+    EXPECT_TRUE(s.handle_resident(h));
+    EXPECT_FALSE(s.handle_resident(((gen + 1) << 32) | id)) << "another generation";
+    EXPECT_FALSE(s.handle_resident((gen << 32) | (s.id_limit() + 3))) << "an id never issued";
+    EXPECT_FALSE(s.handle_resident((gen << 32) | 0xffffffffu));
+    s[id].res.set_slot(0xffffffffu);
+    EXPECT_FALSE(s.handle_resident(h));
+    s.erase(id);
+    s[id].res.set_slot(17);  // the runtime never does this; the generation alone refuses it
+    EXPECT_FALSE(s.handle_resident(h)) << "erased: its generation moved on";
+    EXPECT_EQ(s[id].res.generation(), gen + 1);
+    EXPECT_EQ(s[id].res.slot(), 17u);
+  }
+}
+
+// Engine threads check handles while the runtime's thread grows the store and changes places:
+// a reader without a lock sees every place word whole and never reads past the published ids.
+// Block a is resident throughout and must be seen so every time; b moves between two slots
+// (resident throughout too); c is made resident and not, and read either way; d is made
+// resident nowhere and erased, then its id is issued again to a new key made resident: once
+// the reader has seen the erase, d's old handle must never pass again. The probe of ids at the
+// growing end (generation 0) fails if the reader reads an entry before it is written: a page not
+// yet written reads as slot 0, generation 0. (Under ThreadSanitizer, this also checks that the
+// place word's writers and the check do not race.)
+TEST(ScoreStore, TheHandleCheckReadsWhileTheStoreGrows) {
+  StoreOptions opt{0, PolicyKind::lrfu, {}};
+  opt.fixed_addresses = true;
+  ScoreStore s(opt);
+  const NodeId a = s.insert(k(0), nullptr), b = s.insert(k(1), nullptr), c = s.insert(k(2), nullptr),
+               d = s.insert(k(3), nullptr);
+  s[a].res.set_slot(1);
+  s[b].res.set_slot(2);
+  s[d].res.set_slot(4);
+  auto handle = [&](NodeId id) { return (uint64_t{s[id].res.generation()} << 32) | id; };
+  const uint64_t ha = handle(a), hb = handle(b), hc = handle(c), hd = handle(d);
+  std::atomic<bool> done{false}, d_erased{false};
+  std::atomic<uint64_t> misses{0}, reads{0}, seen_c{0}, stale_d{0};
+  std::thread reader([&] {
+    uint64_t far = 0;
+    while (!done.load(std::memory_order_acquire)) {
+      if (!s.handle_resident(ha)) misses.fetch_add(1);
+      if (!s.handle_resident(hb)) misses.fetch_add(1);
+      seen_c.fetch_add(s.handle_resident(hc) ? 1 : 0, std::memory_order_relaxed);
+      const bool erased = d_erased.load(std::memory_order_acquire);
+      if (erased && s.handle_resident(hd)) stale_d.fetch_add(1);
+      if (s.handle_resident(uint64_t{far++ % 400000})) misses.fetch_add(1);
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (uint64_t i = 4; i < 300000; ++i) {
+    s.insert(k(i), nullptr);
+    s[b].res.set_slot(i % 2 ? 2 : 3);
+    s[c].res.set_slot(i % 3 ? 0xffffffffu : 5);
+    if (i == 150000) {
+      s[d].res.set_slot(0xffffffffu);
+      s.erase(d);
+      d_erased.store(true, std::memory_order_release);
+      const NodeId again = s.insert(k(1u << 30), nullptr);  // the freed id, issued again
+      EXPECT_EQ(again, d);
+      s[again].res.set_slot(6);
+      EXPECT_TRUE(s.handle_resident(handle(again)));
+    }
+  }
+  // Keep going until the reader has read for a while, however the threads were scheduled.
+  for (uint64_t i = 0; reads.load() < 100000 && i < 200000000; ++i) s[c].res.set_slot(i % 3 ? 0xffffffffu : 5);
+  done.store(true, std::memory_order_release);
+  reader.join();
+  EXPECT_EQ(misses.load(), 0u);
+  EXPECT_EQ(stale_d.load(), 0u);
+  EXPECT_FALSE(s.handle_resident(hd));
+  EXPECT_GE(reads.load(), 1u);
+}
+
 // current(id, generation), which the access path uses instead of reading in_use_, gives the
 // state exactly when the id still holds the key it was handed out with, in use, under that
 // generation: every (id, generation, key) ever handed out is checked after random inserts,
@@ -106,7 +211,7 @@ TEST(ScoreStore, CurrentNamesOnlyTheStateItsGenerationWasHandedOutWith) {
         const NodeId id = s.insert(k(next_key++), &forgotten);
         if (forgotten != kNoNode) live.erase(std::find(live.begin(), live.end(), forgotten));
         live.push_back(id);
-        issued.push_back(Issued{id, s[id].res.generation, s[id].key});
+        issued.push_back(Issued{id, s[id].res.generation(), s[id].key});
       } else if (what < 999) {
         const size_t at = rng() % live.size();
         s.erase(live[at]);
@@ -122,12 +227,12 @@ TEST(ScoreStore, CurrentNamesOnlyTheStateItsGenerationWasHandedOutWith) {
         live.clear();
         s.for_each([&](NodeId id, const StoreEntry &e) {
           live.push_back(id);
-          issued.push_back(Issued{id, e.res.generation, e.key});
+          issued.push_back(Issued{id, e.res.generation(), e.key});
         });
       }
       if (op % 97 != 0) continue;
       for (const Issued &h : issued) {
-        const bool now = s.valid(h.id) && s[h.id].res.generation == h.generation && s[h.id].key == h.key;
+        const bool now = s.valid(h.id) && s[h.id].res.generation() == h.generation && s[h.id].key == h.key;
         const StoreEntry *e = s.current(h.id, h.generation);
         ASSERT_EQ(e != nullptr, now) << "id " << h.id << " generation " << h.generation << " at op " << op;
         if (e) {
@@ -462,12 +567,12 @@ TEST(ScoreStore, PolicyStampOutlivesTheKey) {
     s.restate(ids[i]);
   }
   // Erased, then reused for another key.
-  const uint32_t gen = s[ids[2]].res.generation;
+  const uint32_t gen = s[ids[2]].res.generation();
   s.erase(ids[2]);
   const NodeId again = s.insert(k(10), nullptr);
   ASSERT_EQ(again, ids[2]);
   EXPECT_EQ(s[again].res.policy_stamp, 102u);
-  EXPECT_NE(s[again].res.generation, gen);
+  EXPECT_NE(s[again].res.generation(), gen);
   EXPECT_EQ(s[again].st.score, 0.0);
   // Forgotten (the store is full), and the id reused.
   NodeId forgotten = kNoNode;

@@ -249,6 +249,47 @@ TEST(PodVector, StaysOneMappingThroughGrowthWithHugePages) {
   for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(v[i], i);
 }
 
+// fix_address: the elements move once, into the room, keep their values, and stay at that
+// address through growth (in malloc'd sizes and mapped ones alike) until the room is full,
+// where growth throws and the array is as it was; a move carries the room.
+TEST(PodVector, AFixedAddressHoldsThroughGrowthUntilTheRoomIsFull) {
+  PodVector<uint64_t> v;
+  for (uint64_t i = 0; i < 100; ++i) v.push_back(i);
+  constexpr size_t kRoom = (size_t{8} << 20) / sizeof(uint64_t);  // 8 MiB
+  v.fix_address(kRoom);
+  EXPECT_TRUE(v.address_fixed());
+  ASSERT_GE(v.room(), kRoom);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % (size_t{2} << 20), 0u) << "the room starts on a huge page";
+  const uint64_t *const at = v.data();
+  for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(v[i], i);
+  EXPECT_THROW(v.fix_address(2 * kRoom), std::bad_alloc) << "once only";
+  for (uint64_t i = 100; i < v.room(); ++i) {
+    v.push_back(i);
+    ASSERT_EQ(v.data(), at) << "moved at " << i;
+  }
+  EXPECT_THROW(v.push_back(0), std::bad_alloc);
+  EXPECT_THROW(v.reserve(v.room() + 1), std::bad_alloc);
+  EXPECT_EQ(v.size(), v.room());
+  PodVector<uint64_t> w(std::move(v));
+  EXPECT_EQ(w.data(), at);
+  EXPECT_TRUE(w.address_fixed());
+  for (size_t i = 0; i < w.size(); i += 4099) ASSERT_EQ(w[i], i);
+  EXPECT_EQ(w.back(), w.size() - 1);
+  PodVector<uint64_t> x;  // a move onto a vector with a room of its own: that room goes
+  x.fix_address(1000);
+  x.push_back(5);
+  x = std::move(w);
+  EXPECT_EQ(x.data(), at);
+  EXPECT_TRUE(x.address_fixed());
+  EXPECT_EQ(x[4099], 4099u);
+  // resize within the room, then past it.
+  PodVector<uint32_t> r;
+  r.fix_address(1000);
+  r.resize(r.room(), 7);
+  EXPECT_EQ(r[r.room() - 1], 7u);
+  EXPECT_THROW(r.resize(r.room() + 1), std::bad_alloc);
+}
+
 TEST(PodVector, HugePageAdviceFollowsTheSetting) {
   auto advised = [](const void *p) {
     const std::string flags = cxlt_test::smaps_field(p, "VmFlags");
