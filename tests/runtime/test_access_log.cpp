@@ -117,19 +117,20 @@ TEST(AccessLog, BatchLargerThanABufferIsApplied) {
 // while a third admits fresh blocks into full tiers (dropping others), steps, reads states and
 // validates. Every access whose call returned is counted once; the invariants hold throughout.
 // Run twice: in a store of 2^14 states, whose ids all have residency words (LowIdWords), and
-// in one of 2^15 whose first 2^14 ids are taken by states admitted and dropped first, so that
-// the engines' blocks start past the words, checked against the store entries, and the ids
-// the store reuses as it forgets fall on either side.
+// in one of 2^14 + 64 whose first 2^14 ids are taken by states admitted and dropped first, so
+// that handles are checked against the store entries: the engines' blocks start past the
+// words, and the admitter also records an access to each block it admits, whose id the full
+// store reuses from a forgotten state, most of them below 2^14 (the test checks that some were).
 TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
   for (const uint32_t before : {uint32_t{0}, uint32_t{LowIdWords::kIds}}) {
     SCOPED_TRACE(before);
     RuntimeConfig cfg = cxlt_test::three_tier_config(32, 32, 32, "null");
     cfg.synchronous = false;
-    cfg.store_capacity = before ? 2 * before : 1u << 14;
+    cfg.store_capacity = before ? before + 64 : 1u << 14;
     auto rt = Runtime::open(cfg);
     for (uint32_t i = 0; i < before; ++i) rt->admit(K(2000000 + i));
     constexpr int kOwn = 16, kRounds = 3000;
-    std::atomic<uint64_t> recorded{0};
+    std::atomic<uint64_t> recorded{0}, low_ids{0};
     std::atomic<bool> done{false};
     auto engine = [&](uint64_t base) {
       std::vector<uint64_t> h(kOwn);
@@ -149,7 +150,17 @@ TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
     std::thread admitter([&] {
       uint64_t next = 1000000;
       while (!done.load()) {
-        for (int i = 0; i < 8; ++i) rt->admit(K(next++));
+        uint64_t fresh[8];
+        for (int i = 0; i < 8; ++i) fresh[i] = rt->admit(K(next++)).handle;
+        if (before != 0) {
+          try {
+            rt->access_handles(fresh, nullptr, 8);
+            recorded += 8;
+            for (uint64_t h : fresh) low_ids += (h & 0xffffffffu) < LowIdWords::kIds;
+          } catch (const Error &e) {
+            if (e.code() != CXLT_ERROR_NOT_FOUND && bad.empty()) bad = e.what();  // dropped already: fine
+          }
+        }
         rt->step();
         cxlt_policy_state_t st{};
         rt->policy_state(K(0), &st);
@@ -165,6 +176,9 @@ TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
     ASSERT_TRUE(rt->wait_idle(10000));
     EXPECT_EQ(rt->stats().accesses, recorded.load());
     EXPECT_EQ(rt->validate(), "");
+    if (before != 0) {
+      EXPECT_GT(low_ids.load(), 0u) << "no reused id below 2^14 was checked by its entry";
+    }
   }
 }
 
