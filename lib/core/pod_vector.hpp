@@ -232,11 +232,7 @@ private:
     const size_t bytes = (n * sizeof(T) + page - 1) / page * page;
     // Advised before a copy, so that the copy's first touch already gets huge pages.
     auto advise = [&](void *at) {
-#ifdef MADV_HUGEPAGE
-      if (huge_pages_ && bytes >= 2 * kHugePageBytes) (void)madvise(at, bytes, MADV_HUGEPAGE);
-#else
-      (void)at;
-#endif
+      if (bytes >= 2 * kHugePageBytes) advise_huge(at, bytes);
     };
     // A new mapping holding a copy of the elements; the caller releases the old block.
     auto copy_to_new = [&]() -> void * {
@@ -267,6 +263,16 @@ private:
     mapped_bytes_ = bytes;
     data_ = reinterpret_cast<T *>(raw_);
   }
+  // Asks for transparent huge pages over [at, at + bytes), when the setting is on (a mapping or
+  // a room of 4 MiB and more: grow_mapped and grow_in_room decide when).
+  void advise_huge(void *at, size_t bytes) const noexcept {
+#ifdef MADV_HUGEPAGE
+    if (huge_pages_) (void)madvise(at, bytes, MADV_HUGEPAGE);
+#else
+    (void)at;
+    (void)bytes;
+#endif
+  }
   // The capacity to grow to for `need` elements: double, or 16 at first; within a room, no
   // more than the room holds (past it, `need` itself, which reserve refuses).
   size_t grown(size_t need) const noexcept {
@@ -285,12 +291,10 @@ private:
       if (mprotect(raw_ + mapped_bytes_, bytes - mapped_bytes_, PROT_READ | PROT_WRITE) != 0) throw std::bad_alloc();
       mapped_bytes_ = bytes;
     }
-#ifdef MADV_HUGEPAGE
-    if (huge_pages_ && !room_advised_ && mapped_bytes_ >= 2 * kHugePageBytes) {
-      (void)madvise(raw_, static_cast<size_t>(room_ + room_bytes_ - raw_), MADV_HUGEPAGE);
+    if (!room_advised_ && mapped_bytes_ >= 2 * kHugePageBytes) {
+      advise_huge(raw_, static_cast<size_t>(room_ + room_bytes_ - raw_));
       room_advised_ = true;
     }
-#endif
     cap_ = mapped_bytes_ / sizeof(T);
   }
   void release() noexcept {

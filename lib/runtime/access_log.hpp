@@ -32,12 +32,16 @@ public:
   // [runtime mutex held] Publish that `id` (of `generation`) is resident in some tier, or not;
   // a no-op for ids past kIds.
   void publish(NodeId id, uint32_t generation, bool resident) noexcept {
-    if (id < kIds)
-      words_[id].store(resident ? (static_cast<uint64_t>(generation) << 1) | 1u : 0, std::memory_order_release);
+    if (id < kIds) words_[id].store(word_for(generation, resident), std::memory_order_release);
   }
   // [no lock; ids below kIds] True when the handle's block is resident in some tier now.
   bool resident(uint64_t handle) const noexcept {
-    return words_[handle & (kIds - 1)].load(std::memory_order_acquire) == (((handle >> 32) << 1) | 1u);
+    return words_[handle & (kIds - 1)].load(std::memory_order_acquire) ==
+           word_for(static_cast<uint32_t>(handle >> 32), true);
+  }
+  // The word of a block of `generation` resident in some tier: (generation << 1) | 1; else 0.
+  static constexpr uint64_t word_for(uint32_t generation, bool resident) noexcept {
+    return resident ? (static_cast<uint64_t>(generation) << 1) | 1u : 0;
   }
   // [runtime mutex held; ids below kIds] The published word (0 when resident nowhere), for validate().
   uint64_t word(NodeId id) const noexcept { return words_[id].load(std::memory_order_relaxed); }

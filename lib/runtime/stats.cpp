@@ -199,7 +199,7 @@ std::string Runtime::validate() const {
     if ((e.res.slot() != kInvalidSlot) != (e.res.tier >= 0))
       err += "block " + e.key.hex() + " has slot " + std::to_string(e.res.slot()) + " in tier " +
              std::to_string(e.res.tier) + "; ";
-    const uint64_t word = e.res.tier >= 0 ? (static_cast<uint64_t>(e.res.generation()) << 1) | 1u : 0;
+    const uint64_t word = LowIdWords::word_for(e.res.generation(), e.res.tier >= 0);
     if (id < LowIdWords::kIds && m.low_words.word(id) != word)
       err += "block " + e.key.hex() + " has residency word " + std::to_string(m.low_words.word(id)) + ", expected " +
              std::to_string(word) + "; ";
