@@ -345,15 +345,16 @@ BENCHMARK(BM_TouchLines)
 // Thread i of a threaded case runs on CPU CXLT_BENCH_CPU + i (default 0 + i), modulo the CPUs.
 void pin_bench_thread(const benchmark::State &state) { cxlt_bench::pin_to_bench_cpu(state.thread_index()); }
 
-// The runtime's floor (BM_TouchLines, lines 1, checked 1) for one and two threads, split
-// between the threads as the runtime splits the work: each thread checks the lines of its half
-// of every batch by position (as each engine thread checks the handles it records), then updates the
-// lines of the blocks of the batch that fall in its parts (ids in runs of 8, alternating
-// between the threads, as part_of in lib/runtime/parallel_drain.hpp deals runs of 8 to parts),
-// so that both threads' lines are spread over the whole array. Nothing else, and the threads
-// do not wait for each other. Wall time, so the two-thread rate over the one-thread rate is
-// what this machine's two cores give the access's memory traffic. With two threads, about half
-// of the lines a thread updates were read by the other thread's check, in the other core's cache.
+// The runtime's floor (BM_TouchLines, lines 1, checked 1) for one and two threads: each thread
+// checks the lines of its half of every batch by position (as each engine thread checks the
+// handles it records), then updates lines of the batch's blocks. With by_checker 1 it updates
+// the lines it checked (as a drain in parts applies each thread's records, its own shard's
+// parts, since 2026-12-07); with by_checker 0 those of the blocks in its runs of 8 ids,
+// alternating between the threads (as the drain's parts by block did before), so that about
+// half of the lines a thread updates were read by the other thread's check, in the other
+// core's cache. Nothing else, and the threads do not wait for each other. Wall time, so the
+// two-thread rate over the one-thread rate is what this machine's two cores give the access's
+// memory traffic.
 struct TouchShared {
   std::unique_ptr<TouchLine, decltype(&std::free)> line{nullptr, &std::free};
   std::vector<uint32_t> check[2];    // thread t's half of batch 0 by position, then of batch 1, ...
@@ -361,11 +362,11 @@ struct TouchShared {
   std::vector<size_t> check_at[2], update_at[2];  // where batch b starts (kBatches + 1 each)
 };
 
-TouchShared &touch_shared(size_t n, size_t threads) {
+TouchShared &touch_shared(size_t n, size_t threads, bool by_checker) {
   static std::mutex mu;
   std::lock_guard lk(mu);
-  static std::map<std::pair<size_t, size_t>, std::unique_ptr<TouchShared>> cache;
-  auto &slot = cache[{n, threads}];
+  static std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<TouchShared>> cache;
+  auto &slot = cache[{n, threads, by_checker}];
   if (slot) return *slot;
   if (threads < 1 || threads > 2) throw std::invalid_argument("BM_TouchLinesThreads: one or two threads");
   Resident &r = resident(n, false);
@@ -379,7 +380,7 @@ TouchShared &touch_shared(size_t n, size_t threads) {
       for (size_t i = 0; i < k; ++i) {
         const auto id = static_cast<uint32_t>(r.handles[b * k + i] & 0xffffffffu) % n;
         if (i * threads / k == t) sh->check[t].push_back(id);
-        if ((id >> 3) % threads == t) sh->update[t].push_back(id);
+        if (by_checker ? i * threads / k == t : (id >> 3) % threads == t) sh->update[t].push_back(id);
       }
     }
     sh->check_at[t].push_back(sh->check[t].size());
@@ -393,7 +394,7 @@ void BM_TouchLinesThreads(benchmark::State &state) {
   pin_bench_thread(state);
   const size_t n = static_cast<size_t>(state.range(0));
   Resident &r = resident(n, false);
-  TouchShared &sh = touch_shared(n, static_cast<size_t>(state.threads()));
+  TouchShared &sh = touch_shared(n, static_cast<size_t>(state.threads()), state.range(1) != 0);
   const auto t = static_cast<size_t>(state.thread_index());
   const cxltier::LrfuParams params;
   constexpr size_t kCheckAhead = 64, kLineAhead = 16;  // the runtime's distances
@@ -424,27 +425,79 @@ void BM_TouchLinesThreads(benchmark::State &state) {
   benchmark::DoNotOptimize(bad);
   state.SetItemsProcessed(static_cast<int64_t>(items));
 }
-BENCHMARK(BM_TouchLinesThreads)->Arg(1 << 10)->Arg(1 << 20)->ArgName("resident")->UseRealTime()->Threads(1)->Threads(2);
+BENCHMARK(BM_TouchLinesThreads)
+    ->Args({1 << 10, 0})
+    ->Args({1 << 20, 0})
+    ->Args({1 << 20, 1})
+    ->ArgNames({"resident", "by_checker"})
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
 
 // Two engine threads record the accesses of one step, each half of the batch; thread 0 then
 // advances the step (applying what both recorded). Time per batch (wall), so the ratio of the
-// one-thread to the two-thread time is the two-thread total rate over one thread's.
+// one-thread to the two-thread time is the two-thread total rate over one thread's. With
+// disjoint 0 the halves are by position, so both threads touch blocks anywhere in the resident
+// set (and a line one core checked or updated is often in the other's cache); with disjoint 1
+// thread t takes the blocks of the batch in its half of the ids (as engine threads that each run
+// their own sequences), about half of the batch each. One thread records the whole batch either way.
+struct DisjointHalves {
+  std::vector<uint64_t> handles[2];
+  std::vector<float> attention[2];
+  std::vector<size_t> at[2];  // where batch b starts (kBatches + 1 each)
+};
+
+DisjointHalves &disjoint_halves(Resident &r, size_t n) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  static std::map<size_t, std::unique_ptr<DisjointHalves>> cache;
+  auto &slot = cache[n];
+  if (slot) return *slot;
+  auto d = std::make_unique<DisjointHalves>();
+  // Ids are issued in admission order from 0, so the lower half of the ids is a half of the blocks.
+  for (size_t b = 0; b < kBatches; ++b) {
+    for (size_t t = 0; t < 2; ++t) d->at[t].push_back(d->handles[t].size());
+    for (size_t i = 0; i < r.batch; ++i) {
+      const uint64_t h = r.handles[b * r.batch + i];
+      const size_t t = (h & 0xffffffffu) < n / 2 ? 0 : 1;
+      d->handles[t].push_back(h);
+      d->attention[t].push_back(r.attention[b * r.batch + i]);
+    }
+  }
+  for (size_t t = 0; t < 2; ++t) d->at[t].push_back(d->handles[t].size());
+  slot = std::move(d);
+  return *slot;
+}
+
 void BM_AccessHandlesThreads(benchmark::State &state) {
   pin_bench_thread(state);
-  Resident &r = resident(static_cast<size_t>(state.range(0)), state.range(1) != 0);
+  const auto n = static_cast<size_t>(state.range(0));
+  Resident &r = resident(n, state.range(1) != 0);
+  const bool disjoint = state.range(2) != 0 && state.threads() == 2;
+  DisjointHalves *d = disjoint ? &disjoint_halves(r, n) : nullptr;
   const size_t k = r.batch, parts = static_cast<size_t>(state.threads());
-  const size_t lo = k * static_cast<size_t>(state.thread_index()) / parts, hi = k * (static_cast<size_t>(state.thread_index()) + 1) / parts;
-  size_t b = 0;
+  const auto t = static_cast<size_t>(state.thread_index());
+  const size_t lo = k * t / parts, hi = k * (t + 1) / parts;
+  size_t b = 0, items = 0;
   for (auto _ : state) {
-    r.rt->access_handles(r.handles.data() + b * k + lo, r.attention.data() + b * k + lo, hi - lo);
-    if (state.thread_index() == 0) r.rt->step();
+    if (d != nullptr) {
+      const size_t from = d->at[t][b], count = d->at[t][b + 1] - from;
+      r.rt->access_handles(d->handles[t].data() + from, d->attention[t].data() + from, count);
+      items += count;
+    } else {
+      r.rt->access_handles(r.handles.data() + b * k + lo, r.attention.data() + b * k + lo, hi - lo);
+      items += hi - lo;
+    }
+    if (t == 0) r.rt->step();
     b = (b + 1) % kBatches;
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * (hi - lo)));
+  state.SetItemsProcessed(static_cast<int64_t>(items));
 }
 BENCHMARK(BM_AccessHandlesThreads)
-    ->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0}})
-    ->ArgNames({"resident", "runs"})
+    ->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0}, {0}})
+    ->Args({1 << 16, 0, 1})
+    ->Args({1 << 20, 0, 1})
+    ->ArgNames({"resident", "runs", "disjoint"})
     ->UseRealTime()
     ->Threads(1)
     ->Threads(2);
@@ -579,17 +632,26 @@ CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1K resident, random"
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 64K resident, random", "BM_AccessHandles/resident:65536/runs:0",
                  "BM_AccessHashMap/resident:65536/runs:0", 0);
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1M resident, random (total rate)",
-                 "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:2",
-                 "BM_AccessHandlesThreads/resident:1048576/runs:0/real_time/threads:1", 1.6);
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/disjoint:0/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/disjoint:0/real_time/threads:1", 1.6);
 CXLT_BENCH_RATIO("two threads vs one, the line checked and updated with nothing else, 1M resident, random (total rate)",
-                 "BM_TouchLinesThreads/resident:1048576/real_time/threads:2",
-                 "BM_TouchLinesThreads/resident:1048576/real_time/threads:1", 0);
+                 "BM_TouchLinesThreads/resident:1048576/by_checker:0/real_time/threads:2",
+                 "BM_TouchLinesThreads/resident:1048576/by_checker:0/real_time/threads:1", 0);
 CXLT_BENCH_RATIO("two threads vs one, by handle, 64K resident, random (total rate)",
-                 "BM_AccessHandlesThreads/resident:65536/runs:0/real_time/threads:2",
-                 "BM_AccessHandlesThreads/resident:65536/runs:0/real_time/threads:1", 0);
+                 "BM_AccessHandlesThreads/resident:65536/runs:0/disjoint:0/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:65536/runs:0/disjoint:0/real_time/threads:1", 0);
+CXLT_BENCH_RATIO("two threads vs one, by handle, 1M resident, random, each thread its own half of the blocks (total rate)",
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/disjoint:1/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1048576/runs:0/disjoint:0/real_time/threads:1", 0);
+CXLT_BENCH_RATIO("two threads vs one, by handle, 64K resident, random, each thread its own half of the blocks (total rate)",
+                 "BM_AccessHandlesThreads/resident:65536/runs:0/disjoint:1/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:65536/runs:0/disjoint:0/real_time/threads:1", 0);
+CXLT_BENCH_RATIO("two threads vs one, the line checked and updated by the thread that checked it, 1M resident, random (total rate)",
+                 "BM_TouchLinesThreads/resident:1048576/by_checker:1/real_time/threads:2",
+                 "BM_TouchLinesThreads/resident:1048576/by_checker:1/real_time/threads:1", 0);
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random (total rate)",
-                 "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:2",
-                 "BM_AccessHandlesThreads/resident:1024/runs:0/real_time/threads:1", 1.6);
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:1", 1.6);
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, runs of 64",
                  "BM_AccessHandles/resident:1048576/runs:1", "BM_AccessHashMap/resident:1048576/runs:1", 0);
 CXLT_BENCH_RATIO("access by key vs unordered_map update, 1M resident, random", "BM_AccessKeys/resident:1048576/runs:0",
