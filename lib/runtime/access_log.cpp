@@ -39,8 +39,9 @@
 //     into the other), then its records are applied in order, M held, with the store line of
 //     the record 16 ahead prefetched (and, for policies other than LRFU, the index lines of the
 //     one 8 ahead) (or, with several engine threads and many
-//     records, sorted into parts by block that the drainer and waiting engine threads apply at
-//     once: parallel_drain.cpp, whose protocol keeps everything this one states). Each record
+//     records, cut into parts by the shard that recorded them, which the drainer and waiting
+//     engine threads apply at once, each its own shard's first: parallel_drain.cpp, whose
+//     protocol keeps everything this one states). Each record
 //     is checked again: a record
 //     whose id now names another key (forgotten and reused) is dropped, since the access came
 //     before the forget that erased its state; one whose block was dropped since step 1
@@ -79,12 +80,16 @@ namespace cxltier {
 
 AccessLog::AccessLog() = default;
 
+thread_local int AccessLog::this_thread_shard = -1;
+
 bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n) noexcept {
   if (n == 0) return true;
   if (n > kCapacity) return false;
-  static std::atomic<unsigned> next_shard{0};
-  thread_local const unsigned mine = next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
-  Shard &s = shards_[mine];
+  if (this_thread_shard < 0) {
+    static std::atomic<unsigned> next_shard{0};
+    this_thread_shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % kShards);
+  }
+  Shard &s = shards_[this_thread_shard];
   std::lock_guard g(s.mu);
   if (!s.active) {  // a shard's buffers are allocated at its first use (once per shard)
     try {
@@ -230,7 +235,7 @@ void Runtime::Impl::apply_records(const AccessRecord *r, size_t n) noexcept {
 
 void Runtime::Impl::drain_accesses() noexcept {
   if (!log.pending()) return;
-  if (!drain_in_parts()) log.drain([this](const AccessRecord *r, size_t n) { apply_records(r, n); });
+  if (!drain_in_parts()) log.drain([this](unsigned, AccessRecord *r, size_t n) { apply_records(r, n); });
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
 }
 

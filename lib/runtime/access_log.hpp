@@ -78,12 +78,17 @@ public:
   size_t pending_records() const noexcept { return pending_.load(std::memory_order_acquire); }
   // Shards that some thread has appended to: more than one means more than one engine thread.
   unsigned shards_in_use() const noexcept { return shards_in_use_.load(std::memory_order_relaxed); }
-  // [runtime mutex held: one drainer at a time] Hand every record appended so far to f, shard
-  // by shard, each shard's in the order it was appended.
+  // The shard this thread appends to, or -1 while it has appended nothing (to any runtime's
+  // log: a thread keeps its shard number for every runtime).
+  static int thread_shard() noexcept { return this_thread_shard; }
+  // [runtime mutex held: one drainer at a time] Hand every record appended so far to
+  // f(shard, records, n), shard by shard in shard order, each shard's in the order it was
+  // appended.
   template <typename F>
   void drain(F &&f) {
     if (!pending()) return;
-    for (Shard &s : shards_) {
+    for (unsigned k = 0; k < kShards; ++k) {
+      Shard &s = shards_[k];
       AccessRecord *buf;
       size_t n;
       {
@@ -95,7 +100,9 @@ public:
         s.n = 0;
         pending_.fetch_sub(n, std::memory_order_acq_rel);
       }
-      f(buf, n);  // the swapped-out buffer: appenders write the other one meanwhile
+      // Swapped out: appenders write the other buffer, and this one is the drainer's (which
+      // may write it) until the next drain.
+      f(k, buf, n);
     }
   }
   size_t bytes() const noexcept { return kShards * 2 * kCapacity * sizeof(AccessRecord); }
@@ -107,6 +114,7 @@ private:
     size_t n = 0;
     std::unique_ptr<AccessRecord[]> bufs[2];
   };
+  static thread_local int this_thread_shard;  // given at the thread's first append, round robin
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
   std::atomic<unsigned> shards_in_use_{0};

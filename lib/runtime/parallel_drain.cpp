@@ -3,51 +3,72 @@
 //
 // With one engine thread the drain is applied by whoever holds the runtime's mutex M, record by
 // record. With two, one thread applies while the other, its shard full or at step(), waits for
-// M: two threads record no faster than one applies. Here the waiting thread helps instead.
+// M: two threads record no faster than one applies. Here the waiting thread helps instead, and
+// each thread applies the records it made where it can: its handle check (access_log.cpp step
+// 1) brought their store lines to its core, and the buffer it appended them to is in its cache.
 //
 // The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
 // thread waiting for room in its full shard (wait_for_room) or for M, its shard full or in
 // step() (lock_helping), or one that found a drain open after its append):
 //  1. [M held by D] D drains in parts only when more than one shard holds records, at least
 //     kMinRecords records wait, prefetching pays (many ids: the records miss the cache), and
-//     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as the serial
-//     drain does), sorts the records into kParts parts by block (part_of: stable, so each
-//     part's records stay in drain order, and one block's records are all in one part), gives
-//     each record its tick (tick_base + 1 + its place in drain order, as the serial drain's
-//     ++tick would have, except that a record refused in step 3 leaves its tick unused), and
-//     has each policy make room for the pending ids the round can add (prepare_access_own).
-//  2. D resets the claim counters and sets `open` (seq_cst): everything step 1 wrote happens
-//     before a helper that sees `open` reads it.
-//  3. [D and any H, without M for H] Each claims parts one at a time (`claims`: D from the
-//     front, H from the back, by a compare-and-swap loop on the one word) and applies the
-//     claimed part's records as the serial drain would, except what other parts share: the
-//     store line and the policy's own record of a block are written only by the thread that
-//     holds its part; counters, the lowest indexed score and which records need note_pending
-//     or a promotion go to the part's slot and the record itself. A record of a block resident
-//     nowhere (dropped since its handle was checked, or being admitted with M released) is only
-//     flagged: its state update may move the state in a bounded store's forget order, which
-//     only D writes (step 5). A part done counts `done` (release). H enters by incrementing `helpers` before it reads `open` and leaves by
-//     decrementing it (both seq_cst), and claims nothing once `open` is clear (nor when a
-//     relaxed read of `open` before it entered found it clear: it then touches nothing).
-//  4. When no part is left to claim, D clears `open` (seq_cst) and waits until `done` is
-//     kParts and `helpers` is 0 (acquire). By the seq_cst order of steps 3 and 4, a helper
-//     either was counted in `helpers` before D read it (D waits for it) or reads `open` clear
-//     (it touches nothing). So when D goes on, no helper is in this drain, and every part's
-//     writes happen before D's reads.
+//     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as
+//     the serial drain does) and sets the drain order: the shards in shard order, D's own last
+//     (each thread's records stay in the order it made them, so this is an order M could have
+//     given the accesses). It cuts each shard's records by position into kShardParts parts,
+//     so that each part is a range of the drain order; gives each record its tick (tick_base
+//     + 1 + its place in drain order, as the serial drain's ++tick would have, except that a
+//     record refused in step 3 leaves its tick unused); resets the parts' counters; and has
+//     each policy make room for the pending ids the round can add (prepare_access_own).
+//  2. D resets `ready`, `claimed` and `done`, writes `expected` (the parts with records), and
+//     sets `open` (seq_cst): everything step 1 wrote happens before a helper that sees `open`
+//     reads it.
+//  3. [D alone] D places the records, part by part in drain order: a record whose block's bit
+//     in `seen` (a bitmap of the blocks that earlier parts recorded, by a hash of the id) is
+//     set is copied to kLater, with its place, and flagged kMoved where it was; then the bits of
+//     the part's blocks are set. A block's records in its first part all get the same answer
+//     (a bit shared with another block moves them all), and those in any later part are all
+//     moved. So every record of a block is either in the part of its first record, in drain
+//     order, or in kLater, in drain order after all of those. A part's records are final once
+//     it is placed (only later parts' records are tested against it), and D makes it ready
+//     (`ready`, fetch_or, release) before it places the next.
+//     [D and any H, without M for H] Each claims ready parts one at a time (a compare-and-swap
+//     on `claimed`, after an acquire load of `ready`): its own shard's first (D the lowest, H
+//     the highest), and then any; an H whose own parts are not all ready yet waits a round for
+//     them rather than take another thread's lines. It applies the claimed part's records
+//     (skipping those flagged kMoved) as the serial drain would, except what other parts
+//     share: the store line and the policy's own record of a block are written only by the
+//     thread that holds the part its records are in; counters and the lowest indexed score go
+//     to the part's slot, and what step 5 must do for a record to `outcome` at its place (not
+//     to the record: D read its line while placing). A record of a block resident nowhere
+//     (dropped since its handle was checked, or being admitted with M released) is only
+//     marked so: its state update may move the state in a bounded store's forget order, which
+//     only D writes (step 5). A part applied counts `done` (release). H enters by incrementing
+//     `helpers` before it reads `open` and leaves by decrementing it (both seq_cst), and
+//     claims nothing once `open` is clear (nor when a relaxed read of `open` before it entered
+//     found it clear: it then touches nothing).
+//  4. When every part is placed and claimed, D clears `open` (seq_cst) and waits until `done`
+//     counts every part with records and `helpers` is 0 (acquire). By the seq_cst order of
+//     steps 3 and 4, a helper either was counted in `helpers` before D read it (D waits for
+//     it) or reads `open` clear (it touches nothing). So when D goes on, no helper is in this
+//     drain, and every part's writes happen before D's reads. D clears `seen` for the next drain
+//     and applies kLater's records itself, in drain order: after every part, so after the
+//     earlier records of their blocks.
 //  5. [M held by D] D sums the parts' counters into the runtime's; then, reading again only the
-//     parts that counted notes, promotions or flagged records, in part order, it applies the
-//     flagged state updates (with the ticks step 1 gave them, each counted in `accesses`; one
-//     block's records are all in one part, in drain order) and passes the records that need
-//     it to note_pending and the promotion queue (in drain order, as the serial
-//     drain queues them), and each tier's lowest score
-//     and the step to note_pending_bound. Then M is released as after a serial drain, and
-//     everything the protocol access_log.cpp numbers (order, what a later call sees) holds:
-//     no call that takes M can run between steps 1 and 5.
+//     parts (kLater last) that counted notes, promotions or records resident nowhere, in drain
+//     order, it applies those records' state updates (with the ticks step 1 gave them, each
+//     counted in `accesses`; in drain order for each block, by step 3) and passes the records
+//     that need it to note_pending and the promotion queue (in drain order, as the serial
+//     drain queues them), and each tier's lowest score and the step to note_pending_bound. Then
+//     M is released as after a serial drain, and everything the protocol access_log.cpp
+//     numbers (order, what a later call sees) holds: no call that takes M can run between
+//     steps 1 and 5.
 // Locks: H holds no lock while it helps (it left its shard lock when its append failed), and D
-// holds M only, so the lock order of access_log.cpp is unchanged. A helper never waits inside a
-// drain: it helps while there are parts to claim. Waiting for M, it spins a bounded while
-// (trying M, helping any open drain, pausing) before it blocks on M as before, so that a drain
-// opened just after it began to wait still has its help.
+// holds M only, so the lock order of access_log.cpp is unchanged. A helper waits inside a
+// drain only for its own parts while D places records (microseconds, and never past `open`
+// clearing); otherwise it helps while there are parts to claim. Waiting for M, it spins a
+// bounded while (trying M, helping any open drain, pausing) before it blocks on M as before, so
+// that a drain opened just after it began to wait still has its help.
 #include "lib/runtime/runtime_impl.hpp"
 #include "lib/runtime/test_access.hpp"
 
@@ -86,36 +107,61 @@ void Runtime::Impl::apply_part(unsigned p) noexcept {
   // compiler would load and store its counters again for every access (as apply_in_order_lrfu
   // in access_log.cpp keeps its running values in locals).
   ParallelDrain::Part part = par.parts[p];
-  AccessRecord *r = par.records.get() + part.begin;
-  const size_t n = part.end - part.begin;
+  AccessRecord *r = part.records;
+  const size_t n = part.n;
   constexpr size_t kStoreAhead = 16, kIndexAhead = 8;  // as apply_in_order (access_log.cpp)
+  // A record moved to kLater is skipped (kLater applies it after its block's first part).
+  const bool later = p == ParallelDrain::kLater;
+  const auto apply = [&](size_t i) __attribute__((always_inline)) {
+    const uint32_t u = r[i].unused;
+    if ((u & ParallelDrain::kMoved) == 0) apply_access_own(r[i], part, later ? u : part.first + static_cast<uint32_t>(i));
+  };
   if (all_lrfu) {  // an LRFU access writes the store line only: no index lines to fetch
     for (size_t i = 0; i < n; ++i) {
       if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
-      apply_access_own(r[i], part);
+      apply(i);
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
       if (i + kStoreAhead < n) prefetch_access(r[i + kStoreAhead].id, false);
       if (i + kIndexAhead < n) prefetch_access(r[i + kIndexAhead].id, true);
-      apply_access_own(r[i], part);
+      apply(i);
     }
   }
   par.parts[p] = part;
 }
 
-// Step 3: claim and apply parts until none is left. Returns how many this thread applied.
-unsigned Runtime::Impl::claim_parts(bool from_back) noexcept {
+// Step 3: claim and apply ready parts until none is left, those of `shard` (this thread's, or
+// -1) first; a helper (from_back) waits while parts of its own are not yet ready, so as not to
+// take another thread's lines instead. Returns how many this thread applied.
+unsigned Runtime::Impl::claim_parts(int shard, bool from_back) noexcept {
+  using PD = ParallelDrain;
+  const uint32_t own = shard < 0 ? 0 : ((uint32_t{1} << PD::kShardParts) - 1) << (static_cast<unsigned>(shard) * PD::kShardParts);
   unsigned claimed = 0;
-  for (;;) {
-    uint32_t c = par.claims.load(std::memory_order_acquire);
+  for (unsigned round = 0;;) {
+    const uint32_t ready = par.ready.load(std::memory_order_acquire);
+    uint32_t c = par.claimed.load(std::memory_order_relaxed);
     unsigned p;
+    bool got = false;
     for (;;) {
-      const unsigned front = c & 0xffffu, back = c >> 16;
-      if (front >= back) return claimed;
-      p = from_back ? back - 1 : front;
-      const uint32_t want = from_back ? (front | (back - 1) << 16) : ((front + 1) | back << 16);
-      if (par.claims.compare_exchange_weak(c, want, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+      const uint32_t free = ready & ~c;
+      if (free == 0) break;
+      // Own parts of this drain not yet ready: a helper waits for them (D makes every part
+      // ready before it claims).
+      if ((free & own) == 0 && from_back && (own & par.expected & ~ready) != 0) break;
+      const uint32_t pick = (free & own) != 0 ? free & own : free;
+      p = from_back ? 31u - static_cast<unsigned>(__builtin_clz(pick)) : static_cast<unsigned>(__builtin_ctz(pick));
+      if (par.claimed.compare_exchange_weak(c, c | uint32_t{1} << p, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        got = true;
+        break;
+      }
+    }
+    if (!got) {
+      // Nothing to claim now: done when every part is claimed (or, for a helper, when the drain
+      // has closed); else parts are still being placed, so wait a round.
+      if ((c | ~par.expected) == ~uint32_t{0} || !par.open.load(std::memory_order_acquire)) return claimed;
+      wait_round(round++);
+      continue;
     }
     apply_part(p);
     par.done.fetch_add(1, std::memory_order_release);
@@ -129,7 +175,7 @@ bool Runtime::Impl::help_drain() noexcept {
   if (!par.open.load(std::memory_order_relaxed)) return false;
   par.helpers.fetch_add(1, std::memory_order_seq_cst);
   unsigned helped = 0;
-  if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts(true);
+  if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts(AccessLog::thread_shard(), true);
   if (helped != 0) par.parts_helped.fetch_add(helped, std::memory_order_relaxed);
   par.helpers.fetch_sub(1, std::memory_order_seq_cst);
   return helped != 0;
@@ -229,37 +275,40 @@ bool Runtime::Impl::drain_in_parts() noexcept {
   if (log.shards_in_use() < 2 || log.pending_records() < PD::kMinRecords || !prefetch_pays()) return false;
   for (const TierRt &t : tiers)
     if (!t.policy->splits_access()) return false;
-  if (!par.records || !par.promote_at) {
+  if (!par.later || !par.promote_at || !par.outcome || !par.seen) {
     constexpr size_t kMost = AccessLog::kShards * AccessLog::kCapacity;
-    par.records.reset(new (std::nothrow) AccessRecord[kMost]);
+    par.later.reset(new (std::nothrow) AccessRecord[kMost]);
     par.promote_at.reset(new (std::nothrow) NodeId[kMost]);
-    if (!par.records || !par.promote_at) return false;  // the serial drain needs no memory
+    par.outcome.reset(new (std::nothrow) uint16_t[kMost]);
+    par.seen.reset(new (std::nothrow) uint64_t[PD::kSeenWords]());
+    if (!par.later || !par.promote_at || !par.outcome || !par.seen) return false;  // the serial drain needs no memory
   }
-  const AccessRecord *bufs[AccessLog::kShards];
+  AccessRecord *bufs[AccessLog::kShards];
   size_t lens[AccessLog::kShards];
+  unsigned shard_of[AccessLog::kShards];
   size_t nbufs = 0, total = 0;
-  log.drain([&](const AccessRecord *r, size_t n) {
+  log.drain([&](unsigned shard, AccessRecord *r, size_t n) {
     bufs[nbufs] = r;
     lens[nbufs] = n;
+    shard_of[nbufs] = shard;
     ++nbufs;
     total += n;
   });
   // Fewer records than the hint said, or one thread's only (the others have stopped recording:
-  // no helper is likely, and one thread applies faster without the sorting).
+  // no helper is likely, and one thread applies faster without the parts).
   if (total < PD::kMinRecords || nbufs < 2) {
     for (size_t b = 0; b < nbufs; ++b) apply_records(bufs[b], lens[b]);
     return true;
   }
-  uint32_t at[PD::kParts] = {};
-  for (size_t b = 0; b < nbufs; ++b)
-    for (size_t i = 0; i < lens[b]; ++i) ++at[PD::part_of(bufs[b][i].id)];
-  uint32_t begin = 0;
-  for (unsigned p = 0; p < PD::kParts; ++p) {
-    PD::Part &part = par.parts[p];
-    part.begin = begin;
-    part.end = begin + at[p];
-    at[p] = begin;
-    begin = part.end;
+  ++par.drains;
+  // The parts: each shard's records cut by position, the shards in drain order: every shard
+  // but the drainer's in shard order, then the drainer's (any order of the shards is an order
+  // in which the mutex could have taken the accesses; this one lets the other threads' parts be
+  // ready first, step 3). Each record's place in drain order is its part's first place plus its
+  // index in the part.
+  for (PD::Part &part : par.parts) {
+    part.records = nullptr;
+    part.n = 0;
     part.accesses = 0;
     std::fill(std::begin(part.hits), std::end(part.hits), uint64_t{0});
     std::fill(std::begin(part.indexed), std::end(part.indexed), false);
@@ -267,26 +316,78 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     part.notes = 0;
     part.states_only = 0;
   }
-  uint32_t place = 0;
-  for (size_t b = 0; b < nbufs; ++b)
-    for (size_t i = 0; i < lens[b]; ++i) {
-      AccessRecord r = bufs[b][i];
-      r.unused = place++;
-      par.records[at[PD::part_of(r.id)]++] = r;
+  const int mine = AccessLog::thread_shard();
+  for (size_t b = 0; b + 1 < nbufs; ++b)
+    if (static_cast<int>(shard_of[b]) == mine) {
+      std::rotate(bufs + b, bufs + b + 1, bufs + nbufs);
+      std::rotate(lens + b, lens + b + 1, lens + nbufs);
+      std::rotate(shard_of + b, shard_of + b + 1, shard_of + nbufs);
+      break;
     }
+  unsigned order[PD::kParts];  // the parts with records, in drain order
+  unsigned to_do = 0;
+  uint32_t expected = 0;
+  uint32_t place = 0;
+  for (size_t b = 0; b < nbufs; ++b) {
+    const size_t cut = (lens[b] + PD::kShardParts - 1) / PD::kShardParts;
+    for (unsigned c = 0; c < PD::kShardParts && c * cut < lens[b]; ++c) {
+      const unsigned p = shard_of[b] * PD::kShardParts + c;
+      PD::Part &part = par.parts[p];
+      part.records = bufs[b] + c * cut;
+      part.n = static_cast<uint32_t>(std::min(cut, lens[b] - c * cut));
+      part.first = place;
+      place += part.n;
+      order[to_do++] = p;
+      expected |= uint32_t{1} << p;
+    }
+  }
   par.tick_base = tick;
   tick += total;
   for (TierRt &t : tiers) t.policy->prepare_access_own(total);
-  ++par.drains;
   // Step 2.
-  par.claims.store(uint32_t{PD::kParts} << 16, std::memory_order_relaxed);
+  par.expected = expected;
+  par.ready.store(0, std::memory_order_relaxed);
+  par.claimed.store(0, std::memory_order_relaxed);
   par.done.store(0, std::memory_order_relaxed);
   par.open.store(true, std::memory_order_seq_cst);
+  // Step 3, the drainer's first part: each part in drain order is made ready once its records
+  // are placed. A record whose block's bit in `seen` (kSeenBits, by a hash of the id) is set
+  // was recorded by an earlier part, or shares its bit with a block that was: it is moved to
+  // kLater. The bits of a part's blocks are set after all of its records are tested, so every
+  // record of a block gets the same answer in its first part (all moved, or none) and every
+  // record in a later part is moved; a part's records are final once it is placed.
+  uint64_t *const seen = par.seen.get();
+  const auto bit_of = [](NodeId id) noexcept -> uint32_t { return (id * 0x9E3779B1u) >> (32 - PD::kSeenLog2); };
+  AccessRecord *const later = par.later.get();
+  uint32_t nlater = 0;
+  for (unsigned k = 0; k < to_do; ++k) {
+    const unsigned p = order[k];
+    PD::Part &part = par.parts[p];
+    if (k != 0)  // the first part's records can follow no other
+      for (uint32_t i = 0; i < part.n; ++i) {
+        AccessRecord &r = part.records[i];
+        const uint32_t bit = bit_of(r.id);
+        if ((seen[bit >> 6] >> (bit & 63) & 1) == 0) continue;
+        later[nlater] = r;
+        later[nlater++].unused = part.first + i;
+        r.unused = PD::kMoved;
+      }
+    par.ready.fetch_or(uint32_t{1} << p, std::memory_order_release);
+    if (k + 1 == to_do) break;  // the last part's bits are tested by no other
+    for (uint32_t i = 0; i < part.n; ++i) {
+      const uint32_t bit = bit_of(part.records[i].id);
+      seen[bit >> 6] |= uint64_t{1} << (bit & 63);
+    }
+  }
+  par.parts[PD::kLater].records = later;
+  par.parts[PD::kLater].n = nlater;
   // Steps 3 and 4.
-  claim_parts(false);
+  claim_parts(mine, false);
   par.open.store(false, std::memory_order_seq_cst);
-  while (par.done.load(std::memory_order_acquire) < PD::kParts || par.helpers.load(std::memory_order_seq_cst) != 0)
+  while (par.done.load(std::memory_order_acquire) < to_do || par.helpers.load(std::memory_order_seq_cst) != 0)
     std::this_thread::yield();
+  std::fill(seen, seen + PD::kSeenWords, uint64_t{0});  // for the next drain (D's alone)
+  if (nlater != 0) apply_part(PD::kLater);
   // Step 5.
   double min_score[CXLT_MAX_TIERS];
   bool indexed[CXLT_MAX_TIERS] = {};
@@ -306,18 +407,22 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     // Only the parts with something to pass on are read again: in a step whose blocks are
     // all pending already (accessed since the last victim search), that is none of them.
     if (part.notes == 0 && !part.promotes && part.states_only == 0) continue;
-    for (size_t i = part.begin; i < part.end; ++i) {
-      const AccessRecord &r = par.records[i];
-      if (r.generation == PD::kStateOnly) {  // in drain order within the part, as step 3 would have
-        update_state((*store)[r.id], r.attention, par.tick_base + 1 + r.unused);
+    const bool later_part = &part == &par.parts[PD::kLater];
+    for (uint32_t i = 0; i < part.n; ++i) {
+      const AccessRecord &r = part.records[i];
+      if (r.unused & PD::kMoved) continue;  // applied in kLater
+      const uint32_t at = later_part ? r.unused : part.first + i;
+      const uint16_t outcome = par.outcome[at];
+      if (outcome == PD::kStateOnly) {  // in drain order within the part, as step 3 would have
+        update_state((*store)[r.id], r.attention, par.tick_base + 1 + at);
         store->restate(r.id);
         ++accesses;
         continue;
       }
-      if ((r.generation & PD::kApplied) == 0) continue;
-      const unsigned t = r.generation & PD::kTierMask;
-      if (r.generation & PD::kNotePending) tiers[t].policy->note_pending(r.id);
-      if (r.generation & PD::kPromote) par.promote_at[r.unused] = r.id;
+      if ((outcome & PD::kApplied) == 0) continue;
+      const unsigned t = outcome & PD::kTierMask;
+      if (outcome & PD::kNotePending) tiers[t].policy->note_pending(r.id);
+      if (outcome & PD::kPromote) par.promote_at[at] = r.id;
     }
   }
   for (size_t i = 0; promotes && i < total; ++i) {

@@ -290,7 +290,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   ParallelDrain par;
   bool drain_in_parts() noexcept;  // [mu held] false: not worth it here, drain serially
   bool help_drain() noexcept;      // [no lock] apply parts of an open drain; true if any
-  unsigned claim_parts(bool from_back) noexcept;
+  unsigned claim_parts(int shard, bool from_back) noexcept;
   // [no lock; takes mu into lk] Lock mu, helping any drain in parts meanwhile, and spinning a
   // bounded while before blocking, so that a drain opened just after this thread began to wait
   // still finds it.
@@ -310,29 +310,30 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // (nothing appended) if no room came.
   bool wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept;
   void apply_part(unsigned p) noexcept;
-  // Protocol step 3 of parallel_drain.cpp for one record: apply_access and note_access, with what
+  // Protocol step 3 of parallel_drain.cpp for one record, `place` in drain order: apply_access and note_access, with what
   // parts share kept in the part's slot and the record; a record of a block resident nowhere is
   // only flagged (kStateOnly) for step 5. Inline: apply_part applies one per access.
-  [[gnu::always_inline]] void apply_access_own(AccessRecord &rec, ParallelDrain::Part &part) noexcept {
-    const NodeId id = rec.id;
-    const uint32_t generation = rec.generation;
-    rec.generation = 0;
-    StoreEntry *const found = store->current(id, generation);
-    if (!found) return;  // forgotten since, the id reused for another key
+  [[gnu::always_inline]] void apply_access_own(const AccessRecord &rec, ParallelDrain::Part &part, uint32_t place) noexcept {
+    uint16_t &outcome = par.outcome[place];
+    StoreEntry *const found = store->current(rec.id, rec.generation);
+    if (!found) {  // forgotten since, the id reused for another key
+      outcome = 0;
+      return;
+    }
     StoreEntry &e = *found;
     if (e.res.tier < 0) {  // dropped since the handle was checked: the state only, in step 5
-      rec.generation = ParallelDrain::kStateOnly;
+      outcome = ParallelDrain::kStateOnly;
       ++part.states_only;
       return;
     }
-    update_state(e, rec.attention, par.tick_base + 1 + rec.unused);
+    update_state(e, rec.attention, par.tick_base + 1 + place);
     ++part.accesses;
     const auto t = static_cast<unsigned>(e.res.tier);
-    e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
-    uint32_t out = ParallelDrain::kApplied | t;
+    if (e.res.flags & kFlagReleased) e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
+    uint16_t out = static_cast<uint16_t>(ParallelDrain::kApplied | t);
     if ((e.res.flags & (kFlagMoving | kFlagUnindexed)) == 0) {
       const TierRt &tr = tiers[t];
-      if (tr.lrfu != nullptr ? tr.lrfu->access_own_external(id, e.res.policy_stamp) : tr.policy->access_own(id, e.st)) {
+      if (tr.lrfu != nullptr ? tr.lrfu->access_own_external(rec.id, e.res.policy_stamp) : tr.policy->access_own(rec.id, e.st)) {
         out |= ParallelDrain::kNotePending;
         ++part.notes;
       }
@@ -345,7 +346,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
       out |= ParallelDrain::kPromote;
       part.promotes = true;
     }
-    rec.generation = out;
+    outcome = out;
   }
   // [mu held] Runtime::reference after its checks (admission.cpp).
   ReferenceResult reference_locked(std::unique_lock<std::mutex> &lk, const Key &key, float attention, uint64_t next_use);
