@@ -91,8 +91,28 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// One round of a bounded wait: a pause, and every 8th round the core for another thread (where
-// threads outnumber cores, the one the waiter waits for may need it).
+// A wait for another thread's work of a few microseconds: pauses only, for at most `us`
+// microseconds (the clock is read every 32 rounds), after which the caller blocks, yields or
+// gives up. No sched_yield while it lasts: where another process shares the waiter's core, a
+// yield hands that process the rest of its time slice (milliseconds), and two engine threads,
+// one sharing its core with a busy loop, ran 150-400 times slower with a yield every 8th round
+// (bench/README.md).
+class SpinBudget {
+public:
+  explicit SpinBudget(unsigned us) noexcept : until_(std::chrono::steady_clock::now() + std::chrono::microseconds(us)) {}
+  // One round: a pause; false once the budget is spent.
+  bool spin() noexcept {
+    cpu_relax();
+    return (++rounds_ & 31) != 0 || std::chrono::steady_clock::now() < until_;
+  }
+
+private:
+  std::chrono::steady_clock::time_point until_;
+  unsigned rounds_ = 0;
+};
+
+// One round of pass_lock's wait: a pause, and every 8th round the core for another thread (the
+// waiting thread it hands the mutex to may be on this core).
 inline void wait_round(unsigned i) noexcept {
   if ((i & 7) == 7)
     std::this_thread::yield();
@@ -136,12 +156,13 @@ void Runtime::Impl::apply_part(unsigned p) noexcept {
 // take another thread's lines instead. Returns how many this thread applied.
 unsigned Runtime::Impl::claim_parts(int shard, bool from_back) noexcept {
   using PD = ParallelDrain;
-  const uint32_t own = shard < 0 ? 0 : ((uint32_t{1} << PD::kShardParts) - 1) << (static_cast<unsigned>(shard) * PD::kShardParts);
+  uint32_t own = shard < 0 ? 0 : ((uint32_t{1} << PD::kShardParts) - 1) << (static_cast<unsigned>(shard) * PD::kShardParts);
   unsigned claimed = 0;
-  for (unsigned round = 0;;) {
+  SpinBudget wait(ParallelDrain::kHelperWaitUs);
+  for (;;) {
     const uint32_t ready = par.ready.load(std::memory_order_acquire);
     uint32_t c = par.claimed.load(std::memory_order_relaxed);
-    unsigned p;
+    unsigned p = 0;
     bool got = false;
     for (;;) {
       const uint32_t free = ready & ~c;
@@ -158,9 +179,13 @@ unsigned Runtime::Impl::claim_parts(int shard, bool from_back) noexcept {
     }
     if (!got) {
       // Nothing to claim now: done when every part is claimed (or, for a helper, when the drain
-      // has closed); else parts are still being placed, so wait a round.
+      // has closed); else parts are still being placed, so wait a round. A helper waits
+      // kHelperWaitUs at most: then it takes any part, or leaves the rest to D.
       if ((c | ~par.expected) == ~uint32_t{0} || !par.open.load(std::memory_order_acquire)) return claimed;
-      wait_round(round++);
+      if (!wait.spin()) {
+        if (own == 0) return claimed;
+        own = 0;
+      }
       continue;
     }
     apply_part(p);
@@ -186,23 +211,27 @@ uint64_t RuntimeTestAccess::parallel_drains(Runtime &rt) {
   return rt.impl_->par.drains;
 }
 
+void RuntimeTestAccess::claim_parts_in_reverse(Runtime &rt, bool on) {
+  std::lock_guard g(rt.impl_->mu);
+  rt.impl_->par.reverse_claims = on;
+}
+
 uint64_t RuntimeTestAccess::parts_helped(Runtime &rt) { return rt.impl_->par.parts_helped.load(std::memory_order_relaxed); }
 
 void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
   // A thread blocked on M cannot help a drain opened after it blocked, and a drain in parts is
   // opened by whoever holds M next: the other engine thread, within microseconds. So spin a
-  // while (tens of microseconds), helping whenever a drain is open, and block only after that.
-  // The spin yields often: where threads outnumber cores (a test's reader thread, a sanitizer's
-  // slowdown) a longer or tighter spin took the core from the thread holding M (a TSan run of
-  // the drain test took 3.4 times as long with 4,096 rounds yielding every 64th).
+  // while (kLockSpinUs), helping whenever a drain is open, and block only after that: the
+  // holder of M may be waiting for this core, and the kernel wakes a blocked waiter when M is
+  // free. (A spin of 4,096 rounds yielding every 64th took the core from the thread holding M
+  // where threads outnumbered cores: a TSan run of the drain test took 3.4 times as long.)
   // The count and the take are pass_lock's (below).
   lock_waiters.fetch_add(1, std::memory_order_seq_cst);
-  constexpr unsigned kSpins = 1024;
   bool taken = false;
-  for (unsigned i = 0; i < kSpins && !taken; ++i) {
-    taken = lk.try_lock();
-    if (taken || help_drain()) continue;
-    wait_round(i);
+  for (SpinBudget wait(ParallelDrain::kLockSpinUs);;) {
+    if ((taken = lk.try_lock())) break;
+    if (help_drain()) continue;
+    if (!wait.spin()) break;
   }
   if (!taken) lk.lock();
   lock_takes.fetch_add(1, std::memory_order_release);
@@ -257,16 +286,15 @@ bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attentio
   // lock_helping's: where engine threads meet at a barrier before one calls step(), the drain
   // waited for cannot come, and all of the wait is lost.
   if (n > AccessLog::kCapacity || log.shards_in_use() < 2) return false;
-  constexpr unsigned kSpins = 256;
-  for (unsigned i = 0; i < kSpins; ++i) {
+  SpinBudget wait(ParallelDrain::kRoomWaitUs);
+  for (unsigned i = 0;; ++i) {
     if (help_drain()) continue;
     if ((i & 3) == 3 && log.append(handles, attention, n)) {
       help_drain();  // a drain opened meanwhile, as after any append
       return true;
     }
-    wait_round(i);
+    if (!wait.spin()) return false;
   }
-  return false;
 }
 
 bool Runtime::Impl::drain_in_parts() noexcept {
@@ -324,7 +352,7 @@ bool Runtime::Impl::drain_in_parts() noexcept {
       std::rotate(shard_of + b, shard_of + b + 1, shard_of + nbufs);
       break;
     }
-  unsigned order[PD::kParts];  // the parts with records, in drain order
+  unsigned order[PD::kParts + 1];  // the parts with records, in drain order (and kLater, in step 5)
   unsigned to_do = 0;
   uint32_t expected = 0;
   uint32_t place = 0;
@@ -362,30 +390,35 @@ bool Runtime::Impl::drain_in_parts() noexcept {
   uint32_t nlater = 0;
   for (unsigned k = 0; k < to_do; ++k) {
     const unsigned p = order[k];
-    PD::Part &part = par.parts[p];
+    // The part's layout in locals: once the part is ready, a helper applying it writes its slot.
+    AccessRecord *const records = par.parts[p].records;
+    const uint32_t n = par.parts[p].n, first = par.parts[p].first;
     if (k != 0)  // the first part's records can follow no other
-      for (uint32_t i = 0; i < part.n; ++i) {
-        AccessRecord &r = part.records[i];
+      for (uint32_t i = 0; i < n; ++i) {
+        AccessRecord &r = records[i];
         const uint32_t bit = bit_of(r.id);
         if ((seen[bit >> 6] >> (bit & 63) & 1) == 0) continue;
         later[nlater] = r;
-        later[nlater++].unused = part.first + i;
+        later[nlater++].unused = first + i;
         r.unused = PD::kMoved;
       }
     par.ready.fetch_or(uint32_t{1} << p, std::memory_order_release);
     if (k + 1 == to_do) break;  // the last part's bits are tested by no other
-    for (uint32_t i = 0; i < part.n; ++i) {
-      const uint32_t bit = bit_of(part.records[i].id);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t bit = bit_of(records[i].id);
       seen[bit >> 6] |= uint64_t{1} << (bit & 63);
     }
   }
   par.parts[PD::kLater].records = later;
   par.parts[PD::kLater].n = nlater;
   // Steps 3 and 4.
-  claim_parts(mine, false);
+  claim_parts(mine, par.reverse_claims);
   par.open.store(false, std::memory_order_seq_cst);
-  while (par.done.load(std::memory_order_acquire) < to_do || par.helpers.load(std::memory_order_seq_cst) != 0)
-    std::this_thread::yield();
+  // A helper takes microseconds a part; one that does not come back within kDrainWaitUs was
+  // descheduled, and may need this core.
+  for (SpinBudget wait(PD::kDrainWaitUs);
+       par.done.load(std::memory_order_acquire) < to_do || par.helpers.load(std::memory_order_seq_cst) != 0;)
+    if (!wait.spin()) std::this_thread::yield();
   std::fill(seen, seen + PD::kSeenWords, uint64_t{0});  // for the next drain (D's alone)
   if (nlater != 0) apply_part(PD::kLater);
   // Step 5.
@@ -403,7 +436,9 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     }
   }
   if (promotes) std::fill(par.promote_at.get(), par.promote_at.get() + total, kNoNode);
-  for (const PD::Part &part : par.parts) {
+  order[to_do] = PD::kLater;
+  for (unsigned k = 0; k <= to_do; ++k) {  // in drain order, kLater last
+    const PD::Part &part = par.parts[order[k]];
     // Only the parts with something to pass on are read again: in a step whose blocks are
     // all pending already (accessed since the last victim search), that is none of them.
     if (part.notes == 0 && !part.promotes && part.states_only == 0) continue;

@@ -30,8 +30,9 @@ struct ParallelDrain {
   // handing out parts costs more than a second thread saves.
   static constexpr size_t kMinRecords = 2048;
 
-  // Every record of a block is applied by the part that holds its first record in drain order,
-  // or all of them by kLater (after every part, in drain order). The drainer finds the blocks
+  // A block's records in the part that holds its first record in drain order are applied by
+  // that part; its records in any later part are moved to kLater (after every part, in drain
+  // order), or all of them are, when its bit was set by another block. The drainer finds the blocks
   // an earlier part recorded in a bitmap of 2^kSeenLog2 bits (32 KiB, in the first-level
   // cache), one bit a block by a hash of its id: no false negatives, and a record whose bit
   // another block set is moved too (about 1 % of the records of a drain of 6,000; every record
@@ -85,6 +86,12 @@ struct ParallelDrain {
   Part parts[kParts + 1];              // by shard, then kLater
   uint64_t tick_base = 0;
 
+  // Spin budgets, in microseconds (parallel_drain.cpp, SpinBudget): a thread waiting for the
+  // runtime's mutex before it blocks (lock_helping); a full shard waiting for another thread's
+  // drain before it drains itself (wait_for_room); a helper waiting for its own parts to be
+  // placed before it takes others or leaves; the drainer waiting for helpers before it yields.
+  static constexpr unsigned kLockSpinUs = 100, kRoomWaitUs = 40, kHelperWaitUs = 20, kDrainWaitUs = 50;
+
   std::atomic<bool> open{false};  // parts may be claimed (protocol step 2)
   // Bit p set: part p has records in this drain (written before `open`).
   uint32_t expected = 0;
@@ -97,6 +104,9 @@ struct ParallelDrain {
   std::atomic<unsigned> done{0};     // parts applied
   std::atomic<unsigned> helpers{0};  // threads inside help_drain() (step 3)
 
+  // [runtime mutex] Tests: the drainer claims its parts as helpers do, the highest first (its
+  // own shard's, then the others': against drain order).
+  bool reverse_claims = false;
   uint64_t drains = 0;                      // drains applied in parts (runtime mutex)
   std::atomic<uint64_t> parts_helped{0};    // parts applied by a helper (tests read it)
 };

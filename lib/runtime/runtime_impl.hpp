@@ -310,9 +310,10 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // (nothing appended) if no room came.
   bool wait_for_room(const uint64_t *handles, const float *attention, size_t n) noexcept;
   void apply_part(unsigned p) noexcept;
-  // Protocol step 3 of parallel_drain.cpp for one record, `place` in drain order: apply_access and note_access, with what
-  // parts share kept in the part's slot and the record; a record of a block resident nowhere is
-  // only flagged (kStateOnly) for step 5. Inline: apply_part applies one per access.
+  // Protocol step 3 of parallel_drain.cpp for one record, `place` in drain order: apply_access
+  // and note_access, with what parts share kept in the part's slot and what step 5 must do in
+  // `outcome` at the place; a record of a block resident nowhere is only marked (kStateOnly)
+  // for step 5. Inline: apply_part applies one per access.
   [[gnu::always_inline]] void apply_access_own(const AccessRecord &rec, ParallelDrain::Part &part, uint32_t place) noexcept {
     uint16_t &outcome = par.outcome[place];
     StoreEntry *const found = store->current(rec.id, rec.generation);

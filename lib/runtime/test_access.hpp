@@ -19,6 +19,10 @@ struct RuntimeTestAccess {
   // of them that engine threads other than the draining one applied.
   static uint64_t parallel_drains(Runtime &rt);
   static uint64_t parts_helped(Runtime &rt);
+  // Have the draining thread claim the parts of a drain in parts in reverse (its own shard's
+  // last part first, then the others' from the last), so that applying a block's records in
+  // drain order rests on the records moved out of later parts, not on the claiming order.
+  static void claim_parts_in_reverse(Runtime &rt, bool on);
   // Times a long holder of the runtime's mutex (the reconciliation's scan) handed it to a
   // thread waiting in step() or a drain, between two chunks of its work (pass_lock).
   static uint64_t lock_handovers(Runtime &rt);

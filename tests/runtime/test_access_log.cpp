@@ -401,97 +401,103 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
 // score (its floating-point sums round differently): blocks of a small shared set that every
 // thread records, some recorded twice by one thread far apart (in different parts of its
 // shard), and blocks of the thread's own. The last thread then drains (stats()) while the others
-// have finished: it applies its own parts first, though they come last in drain order, so
-// the accesses of blocks that other threads recorded too must wait for theirs. Every block
-// must show exactly the score of its accesses folded in drain order.
+// have finished: it applies its own parts first, though they come last in drain order, so the
+// accesses of blocks that other threads recorded too must wait for theirs; and in a second run
+// it claims every part in reverse (RuntimeTestAccess::claim_parts_in_reverse), so that a block
+// recorded in two parts of one shard must wait too. Every block must show exactly the score of
+// its accesses folded in drain order.
 TEST(AccessLog, ADrainInPartsKeepsEachBlocksAccessesInOrder) {
-  constexpr uint32_t kBlocks = 20000;  // past the ids from which the drain prefetches and goes in parts
-  constexpr size_t kThreads = 3, kPerThread = 3584, kShared = 256;
-  RuntimeConfig cfg = one_tier(kBlocks, kBlocks + 100);
-  auto rt = Runtime::open(cfg);
-  std::vector<uint64_t> handles(kBlocks);
-  for (uint32_t i = 0; i < kBlocks; ++i) {
-    handles[i] = rt->admit(K(i)).handle;
-    if (i % 64 == 0) rt->step();
-  }
-  std::vector<cxlt_policy_state_t> before(kBlocks);
-  for (uint32_t i = 0; i < kBlocks; ++i) ASSERT_TRUE(rt->policy_state(K(i), &before[i]));
-  struct Access {
-    uint32_t block;
-    float attention;
-  };
-  std::vector<std::vector<Access>> made(kThreads);
-  std::vector<int> shard(kThreads, -1);
-  std::atomic<bool> refused{false};
-  uint64_t drains_before = 0, drains_after = 0;
-  const auto record = [&](size_t t) {
-    std::mt19937_64 rng(4242 + t);
-    std::vector<Access> &mine = made[t];
-    for (size_t i = 0; i < kPerThread; ++i) {
-      uint32_t b;
-      if (i % 3 == 0)
-        b = static_cast<uint32_t>(rng() % kShared);  // shared by the threads
-      else if (i >= kPerThread / 2 && i % 7 == 0)
-        b = mine[i - kPerThread / 2].block;  // again, from the first half of this thread's records
-      else
-        b = static_cast<uint32_t>(kShared + t * 5000 + rng() % 5000);  // this thread's own
-      mine.push_back({b, static_cast<float>(rng() % 1000 + 1) / 1001.0f});
+  for (const bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "the drainer claiming in reverse" : "the drainer claiming its own parts first");
+    constexpr uint32_t kBlocks = 20000;  // past the ids from which the drain prefetches and goes in parts
+    constexpr size_t kThreads = 3, kPerThread = 3584, kShared = 256;
+    RuntimeConfig cfg = one_tier(kBlocks, kBlocks + 100);
+    auto rt = Runtime::open(cfg);
+    RuntimeTestAccess::claim_parts_in_reverse(*rt, reverse);
+    std::vector<uint64_t> handles(kBlocks);
+    for (uint32_t i = 0; i < kBlocks; ++i) {
+      handles[i] = rt->admit(K(i)).handle;
+      if (i % 64 == 0) rt->step();
     }
-    for (size_t at = 0; at < mine.size(); at += 512) {
-      const size_t n = std::min<size_t>(512, mine.size() - at);
-      std::vector<uint64_t> h(n);
-      std::vector<float> a(n);
-      for (size_t i = 0; i < n; ++i) {
-        h[i] = handles[mine[at + i].block];
-        a[i] = mine[at + i].attention;
+    std::vector<cxlt_policy_state_t> before(kBlocks);
+    for (uint32_t i = 0; i < kBlocks; ++i) ASSERT_TRUE(rt->policy_state(K(i), &before[i]));
+    struct Access {
+      uint32_t block;
+      float attention;
+    };
+    std::vector<std::vector<Access>> made(kThreads);
+    std::vector<int> shard(kThreads, -1);
+    std::atomic<bool> refused{false};
+    uint64_t drains_before = 0, drains_after = 0;
+    const auto record = [&](size_t t) {
+      std::mt19937_64 rng(4242 + t);
+      std::vector<Access> &mine = made[t];
+      for (size_t i = 0; i < kPerThread; ++i) {
+        uint32_t b;
+        if (i % 3 == 0)
+          b = static_cast<uint32_t>(rng() % kShared);  // shared by the threads
+        else if (i >= kPerThread / 2 && i % 7 == 0)
+          b = mine[i - kPerThread / 2].block;  // again, from the first half of this thread's records
+        else
+          b = static_cast<uint32_t>(kShared + t * 5000 + rng() % 5000);  // this thread's own
+        mine.push_back({b, static_cast<float>(rng() % 1000 + 1) / 1001.0f});
       }
-      if (!RuntimeTestAccess::append_unchecked(*rt, h.data(), a.data(), n)) refused = true;
+      for (size_t at = 0; at < mine.size(); at += 512) {
+        const size_t n = std::min<size_t>(512, mine.size() - at);
+        std::vector<uint64_t> h(n);
+        std::vector<float> a(n);
+        for (size_t i = 0; i < n; ++i) {
+          h[i] = handles[mine[at + i].block];
+          a[i] = mine[at + i].attention;
+        }
+        if (!RuntimeTestAccess::append_unchecked(*rt, h.data(), a.data(), n)) refused = true;
+      }
+      shard[t] = AccessLog::thread_shard();
+    };
+    for (size_t t = 0; t + 1 < kThreads; ++t) std::thread(record, t).join();
+    std::thread([&] {  // the last thread records, then drains with every record waiting
+      record(kThreads - 1);
+      drains_before = RuntimeTestAccess::parallel_drains(*rt);
+      (void)rt->stats();
+      drains_after = RuntimeTestAccess::parallel_drains(*rt);
+    }).join();
+    ASSERT_FALSE(refused.load()) << "a shard had no room: the test needs every record waiting";
+    ASSERT_EQ(drains_after, drains_before + 1) << "the records were not applied in one drain in parts";
+    for (size_t t = 0; t < kThreads; ++t)
+      for (size_t u = t + 1; u < kThreads; ++u) ASSERT_NE(shard[t], shard[u]) << "two threads share a shard";
+    // The drain order: the shards in shard order, the drainer's last.
+    std::vector<size_t> order(kThreads);
+    for (size_t t = 0; t < kThreads; ++t) order[t] = t;
+    const int drainer = shard[kThreads - 1];
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return std::make_pair(shard[x] == drainer, shard[x]) < std::make_pair(shard[y] == drainer, shard[y]);
+    });
+    const uint64_t now = rt->current_step();
+    std::vector<double> want(kBlocks);
+    std::vector<uint32_t> count(kBlocks, 0);
+    std::vector<uint8_t> threads_of(kBlocks, 0);
+    for (uint32_t i = 0; i < kBlocks; ++i) want[i] = before[i].score;
+    for (const size_t t : order)
+      for (const Access &a : made[t]) {
+        want[a.block] = lrfu_access(want[a.block], count[a.block] == 0 ? now - before[a.block].last_access_step : 0,
+                                    a.attention, cfg.lrfu);
+        ++count[a.block];
+        threads_of[a.block] |= static_cast<uint8_t>(1u << t);
+      }
+    size_t crossing = 0;
+    for (uint32_t i = 0; i < kBlocks; ++i) {
+      cxlt_policy_state_t st{};
+      ASSERT_TRUE(rt->policy_state(K(i), &st)) << "block " << i;
+      ASSERT_EQ(st.accesses, before[i].accesses + count[i]) << "block " << i;
+      ASSERT_EQ(st.score, want[i]) << "block " << i << ", " << count[i] << " accesses";
+      if (count[i] != 0) {
+        ASSERT_EQ(st.last_access_step, now) << "block " << i;
+      }
+      crossing += (threads_of[i] & (threads_of[i] - 1)) != 0;
     }
-    shard[t] = AccessLog::thread_shard();
-  };
-  for (size_t t = 0; t + 1 < kThreads; ++t) std::thread(record, t).join();
-  std::thread([&] {  // the last thread records, then drains with every record waiting
-    record(kThreads - 1);
-    drains_before = RuntimeTestAccess::parallel_drains(*rt);
-    (void)rt->stats();
-    drains_after = RuntimeTestAccess::parallel_drains(*rt);
-  }).join();
-  ASSERT_FALSE(refused.load()) << "a shard had no room: the test needs every record waiting";
-  ASSERT_EQ(drains_after, drains_before + 1) << "the records were not applied in one drain in parts";
-  for (size_t t = 0; t < kThreads; ++t)
-    for (size_t u = t + 1; u < kThreads; ++u) ASSERT_NE(shard[t], shard[u]) << "two threads share a shard";
-  // The drain order: the shards in shard order, the drainer's last.
-  std::vector<size_t> order(kThreads);
-  for (size_t t = 0; t < kThreads; ++t) order[t] = t;
-  const int drainer = shard[kThreads - 1];
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return std::make_pair(shard[x] == drainer, shard[x]) < std::make_pair(shard[y] == drainer, shard[y]);
-  });
-  const uint64_t now = rt->current_step();
-  std::vector<double> want(kBlocks);
-  std::vector<uint32_t> count(kBlocks, 0);
-  std::vector<uint8_t> threads_of(kBlocks, 0);
-  for (uint32_t i = 0; i < kBlocks; ++i) want[i] = before[i].score;
-  for (const size_t t : order)
-    for (const Access &a : made[t]) {
-      want[a.block] = lrfu_access(want[a.block], count[a.block] == 0 ? now - before[a.block].last_access_step : 0,
-                                  a.attention, cfg.lrfu);
-      ++count[a.block];
-      threads_of[a.block] |= static_cast<uint8_t>(1u << t);
-    }
-  size_t crossing = 0;
-  for (uint32_t i = 0; i < kBlocks; ++i) {
-    cxlt_policy_state_t st{};
-    ASSERT_TRUE(rt->policy_state(K(i), &st)) << "block " << i;
-    ASSERT_EQ(st.accesses, before[i].accesses + count[i]) << "block " << i;
-    ASSERT_EQ(st.score, want[i]) << "block " << i << ", " << count[i] << " accesses";
-    if (count[i] != 0) {
-      ASSERT_EQ(st.last_access_step, now) << "block " << i;
-    }
-    crossing += (threads_of[i] & (threads_of[i] - 1)) != 0;
+    EXPECT_GT(crossing, kShared / 2) << "few blocks were recorded by two threads: the test tests little";
+    EXPECT_EQ(rt->validate(), "");
   }
-  EXPECT_GT(crossing, kShared / 2) << "few blocks were recorded by two threads: the test tests little";
-  EXPECT_EQ(rt->validate(), "");
 }
 
 // An access recorded for a block that is dropped before the drain applies it updates the
