@@ -34,8 +34,9 @@
 //     (`ready`, fetch_or, release) before it places the next.
 //     [D and any H, without M for H] Each claims ready parts one at a time (a compare-and-swap
 //     on `claimed`, after an acquire load of `ready`): its own shard's first (D the lowest, H
-//     the highest), and then any; an H whose own parts are not all ready yet waits a round for
-//     them rather than take another thread's lines. It applies the claimed part's records
+//     the highest), and then any; an H whose own parts are not all ready yet waits for them
+//     (up to kHelperWaitUs, then it takes any part, and then it leaves) rather than take
+//     another thread's lines. It applies the claimed part's records
 //     (skipping those flagged kMoved) as the serial drain would, except what other parts
 //     share: the store line and the policy's own record of a block are written only by the
 //     thread that holds the part its records are in; counters and the lowest indexed score go
@@ -95,7 +96,7 @@ inline void cpu_relax() noexcept {
 // microseconds (the clock is read every 32 rounds), after which the caller blocks, yields or
 // gives up. No sched_yield while it lasts: where another process shares the waiter's core, a
 // yield hands that process the rest of its time slice (milliseconds), and two engine threads,
-// one sharing its core with a busy loop, ran 150-400 times slower with a yield every 8th round
+// one sharing its core with a busy loop, ran 140-480 times slower when these waits yielded
 // (bench/README.md).
 class SpinBudget {
 public:
@@ -154,7 +155,7 @@ void Runtime::Impl::apply_part(unsigned p) noexcept {
 // Step 3: claim and apply ready parts until none is left, those of `shard` (this thread's, or
 // -1) first; a helper (from_back) waits while parts of its own are not yet ready, so as not to
 // take another thread's lines instead. Returns how many this thread applied.
-unsigned Runtime::Impl::claim_parts(int shard, bool from_back) noexcept {
+unsigned Runtime::Impl::claim_parts(int shard, bool from_back, unsigned *first) noexcept {
   using PD = ParallelDrain;
   uint32_t own = shard < 0 ? 0 : ((uint32_t{1} << PD::kShardParts) - 1) << (static_cast<unsigned>(shard) * PD::kShardParts);
   unsigned claimed = 0;
@@ -188,9 +189,11 @@ unsigned Runtime::Impl::claim_parts(int shard, bool from_back) noexcept {
       }
       continue;
     }
+    if (first != nullptr && claimed == 0) *first = p;
     apply_part(p);
     par.done.fetch_add(1, std::memory_order_release);
     ++claimed;
+    wait = SpinBudget(ParallelDrain::kHelperWaitUs);  // the wait counts from the last part applied
   }
 }
 
@@ -214,6 +217,11 @@ uint64_t RuntimeTestAccess::parallel_drains(Runtime &rt) {
 void RuntimeTestAccess::claim_parts_in_reverse(Runtime &rt, bool on) {
   std::lock_guard g(rt.impl_->mu);
   rt.impl_->par.reverse_claims = on;
+}
+
+unsigned RuntimeTestAccess::drainer_first_part(Runtime &rt) {
+  std::lock_guard g(rt.impl_->mu);
+  return rt.impl_->par.drainer_first;
 }
 
 uint64_t RuntimeTestAccess::parts_helped(Runtime &rt) { return rt.impl_->par.parts_helped.load(std::memory_order_relaxed); }
@@ -293,7 +301,11 @@ bool Runtime::Impl::wait_for_room(const uint64_t *handles, const float *attentio
       help_drain();  // a drain opened meanwhile, as after any append
       return true;
     }
-    if (!wait.spin()) return false;
+    if (wait.spin()) continue;
+    // Out of time, perhaps after a help that outlasted the budget: one last try.
+    if (!log.append(handles, attention, n)) return false;
+    help_drain();
+    return true;
   }
 }
 
@@ -412,7 +424,7 @@ bool Runtime::Impl::drain_in_parts() noexcept {
   par.parts[PD::kLater].records = later;
   par.parts[PD::kLater].n = nlater;
   // Steps 3 and 4.
-  claim_parts(mine, par.reverse_claims);
+  claim_parts(mine, par.reverse_claims, &par.drainer_first);
   par.open.store(false, std::memory_order_seq_cst);
   // A helper takes microseconds a part; one that does not come back within kDrainWaitUs was
   // descheduled, and may need this core.

@@ -107,6 +107,7 @@ struct ParallelDrain {
   // [runtime mutex] Tests: the drainer claims its parts as helpers do, the highest first (its
   // own shard's, then the others': against drain order).
   bool reverse_claims = false;
+  unsigned drainer_first = 0;  // [runtime mutex] the first part the drainer claimed in the last drain (tests)
   uint64_t drains = 0;                      // drains applied in parts (runtime mutex)
   std::atomic<uint64_t> parts_helped{0};    // parts applied by a helper (tests read it)
 };

@@ -290,7 +290,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   ParallelDrain par;
   bool drain_in_parts() noexcept;  // [mu held] false: not worth it here, drain serially
   bool help_drain() noexcept;      // [no lock] apply parts of an open drain; true if any
-  unsigned claim_parts(int shard, bool from_back) noexcept;
+  // [no lock] Step 3 of parallel_drain.cpp: claim and apply parts; `first`, if given, gets the
+  // first part this thread claimed.
+  unsigned claim_parts(int shard, bool from_back, unsigned *first = nullptr) noexcept;
   // [no lock; takes mu into lk] Lock mu, helping any drain in parts meanwhile, and spinning a
   // bounded while before blocking, so that a drain opened just after this thread began to wait
   // still finds it.

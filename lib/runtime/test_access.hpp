@@ -23,6 +23,9 @@ struct RuntimeTestAccess {
   // last part first, then the others' from the last), so that applying a block's records in
   // drain order rests on the records moved out of later parts, not on the claiming order.
   static void claim_parts_in_reverse(Runtime &rt, bool on);
+  // The first part the draining thread claimed in the last drain in parts (its shard times
+  // ParallelDrain::kShardParts, plus the part's place in the shard).
+  static unsigned drainer_first_part(Runtime &rt);
   // Times a long holder of the runtime's mutex (the reconciliation's scan) handed it to a
   // thread waiting in step() or a drain, between two chunks of its work (pass_lock).
   static uint64_t lock_handovers(Runtime &rt);

@@ -8,6 +8,7 @@
 #include "runtime_test_util.hpp"
 
 #include "lib/runtime/access_log.hpp"
+#include "lib/runtime/parallel_drain.hpp"
 #include "lib/runtime/test_access.hpp"
 
 #include <cxltier/error.hpp>
@@ -463,6 +464,9 @@ TEST(AccessLog, ADrainInPartsKeepsEachBlocksAccessesInOrder) {
     }).join();
     ASSERT_FALSE(refused.load()) << "a shard had no room: the test needs every record waiting";
     ASSERT_EQ(drains_after, drains_before + 1) << "the records were not applied in one drain in parts";
+    // The drainer's own parts (4: its 3,584 records cut by position) came first, in the order asked.
+    EXPECT_EQ(RuntimeTestAccess::drainer_first_part(*rt),
+              static_cast<unsigned>(shard[kThreads - 1]) * ParallelDrain::kShardParts + (reverse ? 3 : 0));
     for (size_t t = 0; t < kThreads; ++t)
       for (size_t u = t + 1; u < kThreads; ++u) ASSERT_NE(shard[t], shard[u]) << "two threads share a shard";
     // The drain order: the shards in shard order, the drainer's last.
