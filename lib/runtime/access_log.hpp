@@ -56,7 +56,9 @@ struct AccessRecord {
   NodeId id;
   uint32_t generation;
   float attention;
-  uint32_t unused = 0;
+  // 0 as appended; a drain in parts marks a record it moved out of its part (kMoved) and gives
+  // the copy it applies later its place in drain order (parallel_drain.hpp).
+  uint32_t mark = 0;
 };
 
 // Accesses recorded by engine threads, applied in batch under the runtime's mutex. Shards

@@ -134,8 +134,8 @@ void Runtime::Impl::apply_part(unsigned p) noexcept {
   // A record moved to kLater is skipped (kLater applies it after its block's first part).
   const bool later = p == ParallelDrain::kLater;
   const auto apply = [&](size_t i) __attribute__((always_inline)) {
-    const uint32_t u = r[i].unused;
-    if ((u & ParallelDrain::kMoved) == 0) apply_access_own(r[i], part, later ? u : part.first + static_cast<uint32_t>(i));
+    const auto k = static_cast<uint32_t>(i);
+    if ((r[i].mark & ParallelDrain::kMoved) == 0) apply_access_own(r[i], part, ParallelDrain::place_of(part, later, k));
   };
   if (all_lrfu) {  // an LRFU access writes the store line only: no index lines to fetch
     for (size_t i = 0; i < n; ++i) {
@@ -411,8 +411,8 @@ bool Runtime::Impl::drain_in_parts() noexcept {
         const uint32_t bit = bit_of(r.id);
         if ((seen[bit >> 6] >> (bit & 63) & 1) == 0) continue;
         later[nlater] = r;
-        later[nlater++].unused = first + i;
-        r.unused = PD::kMoved;
+        later[nlater++].mark = first + i;
+        r.mark = PD::kMoved;
       }
     par.ready.fetch_or(uint32_t{1} << p, std::memory_order_release);
     if (k + 1 == to_do) break;  // the last part's bits are tested by no other
@@ -457,8 +457,8 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     const bool later_part = &part == &par.parts[PD::kLater];
     for (uint32_t i = 0; i < part.n; ++i) {
       const AccessRecord &r = part.records[i];
-      if (r.unused & PD::kMoved) continue;  // applied in kLater
-      const uint32_t at = later_part ? r.unused : part.first + i;
+      if (r.mark & PD::kMoved) continue;  // applied in kLater
+      const uint32_t at = PD::place_of(part, later_part, i);
       const uint16_t outcome = par.outcome[at];
       if (outcome == PD::kStateOnly) {  // in drain order within the part, as step 3 would have
         update_state((*store)[r.id], r.attention, par.tick_base + 1 + at);

@@ -41,7 +41,7 @@ struct ParallelDrain {
   // resident blocks. Cleared after each drain.
   static constexpr unsigned kSeenLog2 = 18;
   static constexpr size_t kSeenWords = (size_t{1} << kSeenLog2) / 64;
-  // AccessRecord::unused of a record moved to kLater, in the part it came from (the drainer
+  // AccessRecord::mark of a record moved to kLater, in the part it came from (the drainer
   // writes nothing else in the shards' buffers, whose lines stay in the cache of the thread that
   // appended them). The copy in kLater holds its place in drain order there.
   static constexpr uint32_t kMoved = 1u << 31;
@@ -72,6 +72,11 @@ struct ParallelDrain {
     uint32_t notes = 0;                     // records of the part that need note_pending
     uint32_t states_only = 0;               // records of the part flagged kStateOnly
   };
+  // The place in drain order of a part's i-th record: the part's first place plus i, or, in
+  // kLater (`later`), the place the record was moved from.
+  static uint32_t place_of(const Part &part, bool later, uint32_t i) noexcept {
+    return later ? part.records[i].mark : part.first + i;
+  }
 
   // kLater's records, in drain order. A record's tick is tick_base + 1 + its place in drain
   // order. Allocated at the first parallel drain, as are the arrays below.
