@@ -23,7 +23,8 @@
 //  2. [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. A thread gets a shard at its first access (round robin over
 //     kShards), so engine threads append in parallel; the shard lock covers the copy of the
-//     batch only. When the buffer has no room and more than one shard has been used (other
+//     batch only, and a thread that finds it taken pauses up to kShardLockSpinUs before it
+//     blocks (so does the drainer's swap in step 3). When the buffer has no room and more than one shard has been used (other
 //     engine threads record, or did), E first waits a bounded while for another thread's drain
 //     (step(), a query, the mover) to empty it, trying to append again every few rounds and
 //     holding no lock; if no room comes, or E's is the only shard used, E takes M, drains
@@ -90,7 +91,8 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
     this_thread_shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % kShards);
   }
   Shard &s = shards_[this_thread_shard];
-  std::lock_guard g(s.mu);
+  lock_spinning(s.mu, kShardLockSpinUs);
+  std::lock_guard g(s.mu, std::adopt_lock);
   if (!s.active) {  // a shard's buffers are allocated at its first use (once per shard)
     try {
       s.bufs[0].reset(new AccessRecord[kCapacity]);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "lib/policy/eviction.hpp"
+#include "lib/runtime/spin_wait.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -69,6 +70,12 @@ class AccessLog {
 public:
   static constexpr size_t kShards = 8;
   static constexpr size_t kCapacity = 4096;  // records a shard buffer holds (16 B each)
+  // A shard lock is held for an append's copy (at most kCapacity records, a few microseconds)
+  // or a drain's swap of buffers: a thread that finds it taken pauses this many microseconds,
+  // trying it, before it blocks (lock_spinning). Blocking at once made the drainer sleep in
+  // the kernel behind the other engine thread's append at about one step in twenty, each
+  // time for a wake-up that took longer than the copy.
+  static constexpr unsigned kShardLockSpinUs = 20;
 
   AccessLog();
   // [no lock] Append n accesses (each handle already checked: ScoreStore::handle_resident). False, and
@@ -94,7 +101,8 @@ public:
       AccessRecord *buf;
       size_t n;
       {
-        std::lock_guard g(s.mu);
+        lock_spinning(s.mu, kShardLockSpinUs);
+        std::lock_guard g(s.mu, std::adopt_lock);
         buf = s.active;
         n = s.n;
         if (n == 0) continue;

@@ -71,6 +71,7 @@
 // bounded while (trying M, helping any open drain, pausing) before it blocks on M as before, so
 // that a drain opened just after it began to wait still has its help.
 #include "lib/runtime/runtime_impl.hpp"
+#include "lib/runtime/spin_wait.hpp"
 #include "lib/runtime/test_access.hpp"
 
 #include <algorithm>
@@ -82,36 +83,6 @@
 namespace cxltier {
 
 namespace {
-// A spin-wait hint to the core (x86 PAUSE, AArch64 YIELD): it frees the sibling hyperthread and
-// avoids the memory-order flush a tight load loop costs when the awaited line changes.
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// A wait for another thread's work of a few microseconds: pauses only, for at most `us`
-// microseconds (the clock is read every 32 rounds), after which the caller blocks, yields or
-// gives up. No sched_yield while it lasts: where another process shares the waiter's core, a
-// yield hands that process the rest of its time slice (milliseconds), and two engine threads,
-// one sharing its core with a busy loop, ran 140-480 times slower when these waits yielded
-// (bench/README.md).
-class SpinBudget {
-public:
-  explicit SpinBudget(unsigned us) noexcept : until_(std::chrono::steady_clock::now() + std::chrono::microseconds(us)) {}
-  // One round: a pause; false once the budget is spent.
-  bool spin() noexcept {
-    cpu_relax();
-    return (++rounds_ & 31) != 0 || std::chrono::steady_clock::now() < until_;
-  }
-
-private:
-  std::chrono::steady_clock::time_point until_;
-  unsigned rounds_ = 0;
-};
-
 // One round of pass_lock's wait: a pause, and every 8th round the core for another thread (the
 // waiting thread it hands the mutex to may be on this core).
 inline void wait_round(unsigned i) noexcept {
