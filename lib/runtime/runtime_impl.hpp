@@ -285,6 +285,10 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;
   std::atomic<bool> prefetch_ahead{false};  // see prefetch_pays (access_log.cpp)
+  // With one engine thread, access_handles applies its batch at the call when the mutex is free
+  // (access_log.cpp, step 2). Tests clear it to send every batch through the log.
+  std::atomic<bool> apply_at_call{true};
+  uint64_t batches_at_call = 0;  // [mu] batches applied at the call so (tests)
   bool all_lrfu = false;  // every tier's policy is the LRFU index (set at open)
   // --- parallel_drain.cpp: a drain applied by the draining thread and waiting engine threads.
   ParallelDrain par;

@@ -38,6 +38,12 @@ struct RuntimeTestAccess {
   static IndexUpkeep index_upkeep(Runtime &rt, size_t rank);
   // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
   static bool prefetches_ahead(Runtime &rt);
+  // Whether access_handles with one engine thread may apply its batch at the call, the mutex
+  // being free (access_log.cpp, step 2; on by default). Off: every batch goes through the log,
+  // as with several engine threads, and is applied by the next drain.
+  static void apply_at_call(Runtime &rt, bool on);
+  // Batches access_handles applied at the call so.
+  static uint64_t batches_applied_at_call(Runtime &rt);
   // Append accesses to the calling thread's shard of the access log as access_handles' step 2
   // does, without its step 1 check: the records of a block dropped between an engine thread's
   // check and its append, made at will. False when the shard has no room.

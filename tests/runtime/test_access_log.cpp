@@ -76,8 +76,13 @@ TEST(AccessLog, StaleHandlesAreRefusedAtTheCall) {
   }
 }
 
+// Run twice: batches applied at the call (one engine thread, the mutex free), and every batch
+// through the log (RuntimeTestAccess::apply_at_call off).
 TEST(AccessLog, EveryQuerySeesTheRecordedAccesses) {
+  for (const bool at_call : {true, false}) {
+  SCOPED_TRACE(at_call ? "applied at the call" : "through the log");
   auto rt = Runtime::open(one_tier(8, 64));
+  RuntimeTestAccess::apply_at_call(*rt, at_call);
   const uint64_t h = rt->admit(K(1)).handle;
   const float att = 0.5f;
   rt->access_handles(&h, &att, 1);
@@ -94,12 +99,36 @@ TEST(AccessLog, EveryQuerySeesTheRecordedAccesses) {
   ASSERT_TRUE(rt->policy_state(K(1), &st));
   EXPECT_EQ(st.accesses, 3u);
   EXPECT_EQ(st.last_access_step, 0u);
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call ? 3u : 0u);
+  EXPECT_EQ(rt->validate(), "");
+  }
+}
+
+// With one engine thread a batch is applied at the call when the mutex is free; records the
+// thread appended to the log before (the mutex was taken then) come first. Two accesses of one
+// block with different attention give a different score in the other order.
+TEST(AccessLog, ABatchAppliedAtTheCallComesAfterTheRecordsBeforeIt) {
+  RuntimeConfig cfg = one_tier(8, 64);
+  cfg.lrfu.alpha = 0.5;
+  auto rt = Runtime::open(cfg);
+  const uint64_t h = rt->admit(K(1)).handle;
+  cxlt_policy_state_t before{}, st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &before));
+  const float first = 0.25f, second = 1.0f;
+  ASSERT_TRUE(RuntimeTestAccess::append_unchecked(*rt, &h, &first, 1));  // as if M had been taken
+  rt->access_handles(&h, &second, 1);
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 1u);
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before.accesses + 2);
+  EXPECT_EQ(st.score, lrfu_update(lrfu_update(before.score, first, 0.5), second, 0.5));
+  EXPECT_NE(st.score, lrfu_update(lrfu_update(before.score, second, 0.5), first, 0.5)) << "the test needs order to matter";
   EXPECT_EQ(rt->validate(), "");
 }
 
 TEST(AccessLog, BatchLargerThanABufferIsApplied) {
   const uint32_t n = 5000;  // above AccessLog::kCapacity
   auto rt = Runtime::open(one_tier(n, n));
+  RuntimeTestAccess::apply_at_call(*rt, false);  // the small batch goes through a buffer
   std::vector<uint64_t> h(n);
   std::vector<float> att(n, 1.0f);
   for (uint32_t i = 0; i < n; ++i) h[i] = rt->admit(K(i)).handle;
@@ -292,7 +321,8 @@ TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
 }
 
 // One engine thread's accesses by handle, drained in order by the thread that holds the mutex,
-// against access by key (the locked path), on the same randomized workload in two runtimes:
+// and applied at the call (access_log.cpp step 2), against access by key (the locked path), on
+// the same randomized workload in three runtimes:
 // admissions into full tiers (demotions, drops and the LRFU victim searches that choose them),
 // batches with repeated blocks, attention values that tie, releases, and states forgotten when
 // the store is full. Every decision must come out alike: after every step each key has the same
@@ -316,7 +346,9 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
       cfg.lrfu.alpha = 0.5;
       cfg.lrfu.beta = beta;
       auto by_handle = Runtime::open(cfg);
+      auto at_call = Runtime::open(cfg);
       auto by_key = Runtime::open(cfg);
+      RuntimeTestAccess::apply_at_call(*by_handle, false);  // every batch through the log
       const uint32_t universe = 3 * scale;
       std::vector<uint64_t> handle(universe, 0);  // by_handle's handle of a resident key, else 0
       std::mt19937_64 rng(scale * 4 + static_cast<unsigned>(mode) * 2 + (beta == 0.0));
@@ -329,6 +361,7 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
         for (uint32_t j = 0; j < scale / 4; ++j) {
           const uint32_t k = static_cast<uint32_t>(rng() % universe);
           handle[k] = by_handle->admit(K(k)).handle;
+          ASSERT_EQ(at_call->admit(K(k)).handle, handle[k]);
           by_key->admit(K(k));
         }
         resident.clear();
@@ -354,6 +387,7 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
           att.push_back(rng() % 4 == 0 ? static_cast<float>(rng() % 1000) / 1000.0f : ties[rng() % 4]);
         }
         by_handle->access_handles(hs.data(), att.data(), n);
+        at_call->access_handles(hs.data(), att.data(), n);
         by_key->access(keys.data(), att.data(), n);
         // Release a few blocks the batch accessed (an access clears a release): the next batch
         // that accesses one clears it again, in the drain as in the locked path.
@@ -361,34 +395,47 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
           if (r > 0 && keys[r] == keys[0]) continue;
           if (r > 1 && keys[r] == keys[1]) continue;
           by_handle->release(keys[r], false);
+          at_call->release(keys[r], false);
           by_key->release(keys[r], false);
         }
         by_handle->step();
+        at_call->step();
         by_key->step();
         // Every key at every step at the small scale; at the large one every 5th step and the
         // last (a decision that differs shows in the states from then on), which keeps the test
         // to seconds under the sanitizers.
         if (scale > 1024 && step % 5 != 4) continue;
         for (uint32_t k = 0; k < universe; ++k) {
-          cxlt_policy_state_t a{}, b{};
-          const bool ka = by_handle->policy_state(K(k), &a), kb = by_key->policy_state(K(k), &b);
-          ASSERT_EQ(ka, kb) << "key " << k << " at step " << step;
-          if (!ka) continue;
-          ASSERT_EQ(a.tier, b.tier) << "key " << k << " at step " << step;
-          ASSERT_EQ(a.score, b.score) << "key " << k << " at step " << step;
-          ASSERT_EQ(a.accesses, b.accesses) << "key " << k << " at step " << step;
-          ASSERT_EQ(a.last_access_step, b.last_access_step) << "key " << k << " at step " << step;
+          cxlt_policy_state_t b{};
+          const bool kb = by_key->policy_state(K(k), &b);
+          for (Runtime *rt : {by_handle.get(), at_call.get()}) {
+            cxlt_policy_state_t a{};
+            const bool ka = rt->policy_state(K(k), &a);
+            const char *which = rt == at_call.get() ? " (applied at the call)" : " (through the log)";
+            ASSERT_EQ(ka, kb) << "key " << k << " at step " << step << which;
+            if (!ka) continue;
+            ASSERT_EQ(a.tier, b.tier) << "key " << k << " at step " << step << which;
+            ASSERT_EQ(a.score, b.score) << "key " << k << " at step " << step << which;
+            ASSERT_EQ(a.accesses, b.accesses) << "key " << k << " at step " << step << which;
+            ASSERT_EQ(a.last_access_step, b.last_access_step) << "key " << k << " at step " << step << which;
+          }
         }
       }
-      const auto sa = by_handle->stats(), sb = by_key->stats();
-      EXPECT_EQ(sa.accesses, sb.accesses);
-      for (size_t t = 0; t < 3; ++t) EXPECT_EQ(sa.tier[t].hits, sb.tier[t].hits) << "tier " << t;
-      EXPECT_EQ(sa.demotions, sb.demotions);
-      EXPECT_EQ(sa.drops, sb.drops);
-      EXPECT_GT(sa.drops, 0u) << "no block left the last tier: the victim searches went untested";
+      const auto sb = by_key->stats();
+      for (Runtime *rt : {by_handle.get(), at_call.get()}) {
+        const auto sa = rt->stats();
+        EXPECT_EQ(sa.accesses, sb.accesses);
+        for (size_t t = 0; t < 3; ++t) EXPECT_EQ(sa.tier[t].hits, sb.tier[t].hits) << "tier " << t;
+        EXPECT_EQ(sa.demotions, sb.demotions);
+        EXPECT_EQ(sa.drops, sb.drops);
+      }
+      EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*by_handle), 0u);
+      EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*at_call), 30u);
+      EXPECT_GT(sb.drops, 0u) << "no block left the last tier: the victim searches went untested";
       // The larger scale's later steps ran the drain that prefetches (16,384 ids and more).
       EXPECT_EQ(RuntimeTestAccess::prefetches_ahead(*by_handle), scale > 1024);
       EXPECT_EQ(by_handle->validate(), "");
+      EXPECT_EQ(at_call->validate(), "");
       EXPECT_EQ(by_key->validate(), "");
     }
   }
