@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The access path by handle without the runtime's mutex (M below): the handle check against
-// the store entry, the sharded access buffer, and applying it.
+// The access path by handle, which never waits for the runtime's mutex (M below): the handle
+// check against the store entry, the batch applied at the call or appended to the sharded access
+// buffer, and the buffer's drain.
 //
 // The access protocol (an engine thread E records accesses to blocks by handle):
 //  1. [no lock] E checks every attention value and every handle of the batch, prefetching the
@@ -20,10 +21,12 @@
 //     entry fails the call and nothing of it is recorded. Reading the entry's line here also
 //     brings it to E's cache for the drain (step 3) that writes it: one line from memory per
 //     access.
-//  2. [M, tried] With one engine thread (at most one shard used: shards_in_use() < 2), E
-//     tries M without waiting. When it has M, it drains (step 3: its earlier records, if
-//     any, come first) and applies the batch itself, in order, each record checked again and
-//     applied as step 3 applies one, and appends nothing. Otherwise (M held by another thread,
+//  2. [M, tried] E counts its shard as used (AccessLog::join) from its first call. With one
+//     engine thread (at most one shard used: shards_in_use() < 2) and no thread waiting for M
+//     in lock_helping, E tries M without waiting. When it has M, it drains (step 3: every
+//     waiting record, its own earlier ones among them, comes first) and applies the batch
+//     itself, in order, each record checked again and applied as step 3 applies one, and
+//     appends nothing. Otherwise (M held by another thread,
 //     such as the mover, a stats poller or a query, or other engine threads record):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. A thread gets a shard at its first access (round robin over
@@ -91,11 +94,7 @@ thread_local int AccessLog::this_thread_shard = -1;
 bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n) noexcept {
   if (n == 0) return true;
   if (n > kCapacity) return false;
-  if (this_thread_shard < 0) {
-    static std::atomic<unsigned> next_shard{0};
-    this_thread_shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % kShards);
-  }
-  Shard &s = shards_[this_thread_shard];
+  Shard &s = shards_[own_shard()];
   lock_spinning(s.mu, kShardLockSpinUs);
   std::lock_guard g(s.mu, std::adopt_lock);
   if (!s.active) {  // a shard's buffers are allocated at its first use (once per shard)
@@ -108,7 +107,7 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
       return false;  // the caller applies the batch under the runtime's mutex instead
     }
     s.active = s.bufs[0].get();
-    shards_in_use_.fetch_add(1, std::memory_order_relaxed);
+    mark_used(s);
   }
   if (kCapacity - s.n < n) return false;
   AccessRecord *d = s.active + s.n;
@@ -145,6 +144,8 @@ uint64_t RuntimeTestAccess::batches_applied_at_call(Runtime &rt) {
   std::lock_guard g(rt.impl_->mu);
   return rt.impl_->batches_at_call;
 }
+
+std::unique_lock<std::mutex> RuntimeTestAccess::lock_mutex(Runtime &rt) { return std::unique_lock(rt.impl_->mu); }
 
 bool RuntimeTestAccess::append_unchecked(Runtime &rt, const uint64_t *handles, const float *attention, size_t n) {
   return rt.impl_->log.append(handles, attention, n);
@@ -278,10 +279,13 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   }
   // Step 2, one engine thread: apply the batch here if M is free. The store lines the check
   // just read are in this core's cache, and the batch is neither copied into a buffer nor
-  // read back (bench/README.md: 1.11x at 1M resident blocks, 1.16x at 1K).
-  if (log.shards_in_use() < 2 && apply_at_call.load(std::memory_order_relaxed) && mu.try_lock()) {
+  // read back (bench/README.md: 1.11x at 1M resident blocks, 1.17x at 1K). A thread waiting
+  // for M in lock_helping (step(), a full shard) goes first: try_lock would take M ahead of it.
+  log.join();
+  if (n != 0 && log.shards_in_use() < 2 && apply_at_call.load(std::memory_order_relaxed) &&
+      lock_waiters.load(std::memory_order_relaxed) == 0 && mu.try_lock()) {
     std::unique_lock lk(mu, std::adopt_lock);
-    drain_accesses();  // records this thread appended while M was taken come first
+    drain_accesses();  // every record waiting first: this thread's earlier ones among them
     ++batches_at_call;
     apply_in_order(*this, n, [handles, attention](size_t i) {
       return AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),

@@ -64,8 +64,9 @@ struct AccessRecord {
 
 // Accesses recorded by engine threads, applied in batch under the runtime's mutex. Shards
 // (kShards, each with its own small mutex and two buffers) keep threads apart: a thread takes
-// the shard it was given at its first access, so two engine threads append in parallel and a
-// drain swaps a shard's buffer out rather than holding the shard while it applies.
+// the shard it was given at its first access (to any runtime's log), so two engine threads
+// append in parallel and a drain swaps a shard's buffer out rather than holding the shard while
+// it applies.
 class AccessLog {
 public:
   static constexpr size_t kShards = 8;
@@ -78,6 +79,13 @@ public:
   static constexpr unsigned kShardLockSpinUs = 20;
 
   AccessLog();
+  // [no lock] Count the calling thread's shard as used from the thread's first access by
+  // handle, whether its batches are appended or applied at the call: shards_in_use() says
+  // whether more than one engine thread records.
+  void join() noexcept {
+    Shard &s = shards_[own_shard()];
+    if (!s.used.load(std::memory_order_relaxed)) mark_used(s);
+  }
   // [no lock] Append n accesses (each handle already checked: ScoreStore::handle_resident). False, and
   // nothing appended, when the caller's shard has no room for all n.
   bool append(const uint64_t *handles, const float *attention, size_t n) noexcept;
@@ -85,7 +93,8 @@ public:
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire) != 0; }
   // Records appended and not yet drained (a hint: appenders may add more meanwhile).
   size_t pending_records() const noexcept { return pending_.load(std::memory_order_acquire); }
-  // Shards that some thread has appended to: more than one means more than one engine thread.
+  // Shards that some thread has joined or appended to: more than one means more than one engine
+  // thread (two threads whose shard numbers are kShards apart share a shard and count once).
   unsigned shards_in_use() const noexcept { return shards_in_use_.load(std::memory_order_relaxed); }
   // The shard this thread appends to, or -1 while it has appended nothing (to any runtime's
   // log: a thread keeps its shard number for every runtime).
@@ -123,8 +132,20 @@ private:
     AccessRecord *active = nullptr;
     size_t n = 0;
     std::unique_ptr<AccessRecord[]> bufs[2];
+    std::atomic<bool> used{false};  // counted in shards_in_use_
   };
-  static thread_local int this_thread_shard;  // given at the thread's first append, round robin
+  // The calling thread's shard number, given at its first use, round robin.
+  static unsigned own_shard() noexcept {
+    if (this_thread_shard < 0) {
+      static std::atomic<unsigned> next_shard{0};
+      this_thread_shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % kShards);
+    }
+    return static_cast<unsigned>(this_thread_shard);
+  }
+  void mark_used(Shard &s) noexcept {
+    if (!s.used.exchange(true, std::memory_order_relaxed)) shards_in_use_.fetch_add(1, std::memory_order_relaxed);
+  }
+  static thread_local int this_thread_shard;  // see own_shard
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
   std::atomic<unsigned> shards_in_use_{0};

@@ -91,7 +91,7 @@ struct ParallelDrain {
   Part parts[kParts + 1];              // by shard, then kLater
   uint64_t tick_base = 0;
 
-  // Spin budgets, in microseconds (parallel_drain.cpp, SpinBudget): a thread waiting for the
+  // Spin budgets, in microseconds (SpinBudget, spin_wait.hpp): a thread waiting for the
   // runtime's mutex before it blocks (lock_helping); a full shard waiting for another thread's
   // drain before it drains itself (wait_for_room); a helper waiting for its own parts to be
   // placed before it takes others or leaves; the drainer waiting for helpers before it yields.

@@ -4,7 +4,7 @@
 // One mutex (`mu`) guards everything below it: the score store (which is also the block
 // table: residency, pins, flags), every tier's pool and policy index, the job queue and the
 // counters. Accesses by handle are the exception: engine threads check and record them
-// without `mu`, and they are applied under it (access_log.cpp). Bytes are never copied under it: migrations copy with the lock released (see the
+// without waiting for `mu`, and they are applied under it (access_log.cpp). Bytes are never copied under it: migrations copy with the lock released (see the
 // protocol in migration.cpp). Pool, index and store operations are O(1) or O(log n) and
 // allocation-free in steady state, so the lock is held for well under a microsecond per block.
 #pragma once
@@ -227,7 +227,7 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   }
   static constexpr size_t kPromoteQueueLimit = 65536;  // blocks queued for promotion at most
 
-  // --- access_log.cpp: accesses by handle recorded without `mu` (the protocol is there).
+  // --- access_log.cpp: accesses by handle, which never wait for `mu` (the protocol is there).
   // Engine threads check a handle against its id's word here (the lowest ids) or its store
   // entry's place word, whose slot is set whenever the block becomes resident in a tier
   // (install) and cleared when it becomes resident nowhere (drop, release(forget),

@@ -288,6 +288,10 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
     if (cfg.policy == PolicyKind::opt) m->opt_next.reserve(cfg.store_capacity);
   }
   m->ensure_policy_ids();
+  // The drains, which may not throw, queue promotions up to the limit: room for all of them now
+  // (256 KiB), where a failure is the open's.
+  if (m->tiers.size() > 1 && cfg.promotion != PromotionRule::never && !cfg.synchronous)
+    m->promote_queue.reserve(Runtime::Impl::kPromoteQueueLimit);
 
   if (cfg.copy_kernel == "memcpy") {
     m->kernel_down = m->kernel_up = CopyKernel::memcpy;

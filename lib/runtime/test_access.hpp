@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 namespace cxltier {
 
@@ -44,6 +45,8 @@ struct RuntimeTestAccess {
   static void apply_at_call(Runtime &rt, bool on);
   // Batches access_handles applied at the call so.
   static uint64_t batches_applied_at_call(Runtime &rt);
+  // The runtime's mutex, held: what another thread (the mover, a query) holding it looks like.
+  static std::unique_lock<std::mutex> lock_mutex(Runtime &rt);
   // Append accesses to the calling thread's shard of the access log as access_handles' step 2
   // does, without its step 1 check: the records of a block dropped between an engine thread's
   // check and its append, made at will. False when the shard has no room.

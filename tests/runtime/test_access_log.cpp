@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Accesses by handle recorded without the runtime's mutex (lib/runtime/access_log.cpp): stale
+// Accesses by handle, which never wait for the runtime's mutex (lib/runtime/access_log.cpp): stale
 // handles still refused at the call, every recorded access visible to the next query, batches
 // larger than a buffer, and engine threads recording while another thread admits, drops,
 // steps and validates (every access that returned is counted exactly once); and the drain's
@@ -18,7 +18,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <future>
+#include <mutex>
 #include <string>
 #include <random>
 #include <thread>
@@ -122,6 +125,62 @@ TEST(AccessLog, ABatchAppliedAtTheCallComesAfterTheRecordsBeforeIt) {
   EXPECT_EQ(st.accesses, before.accesses + 2);
   EXPECT_EQ(st.score, lrfu_update(lrfu_update(before.score, first, 0.5), second, 0.5));
   EXPECT_NE(st.score, lrfu_update(lrfu_update(before.score, second, 0.5), first, 0.5)) << "the test needs order to matter";
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// A batch never waits for the runtime's mutex: with another thread holding it, the batch goes
+// to the log, and the next query shows it once the mutex is free.
+TEST(AccessLog, ABatchNeverWaitsForTheMutex) {
+  auto rt = Runtime::open(one_tier(8, 64));
+  const uint64_t h = rt->admit(K(1)).handle;
+  cxlt_policy_state_t before{}, st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &before));
+  std::promise<void> held, release;
+  std::thread holder([&] {
+    auto lk = RuntimeTestAccess::lock_mutex(*rt);
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  auto call = std::async(std::launch::async, [&] { rt->access_handles(&h, nullptr, 1); });
+  const bool returned = call.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  release.set_value();
+  holder.join();
+  call.get();
+  ASSERT_TRUE(returned) << "access_handles waited for the mutex another thread held";
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 0u);
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before.accesses + 1);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// A second engine thread's first access counts its shard, whether or not its batch was applied
+// at the call, and from then on no batch is applied at the call: they go through the log and
+// the drain in parts can take them.
+TEST(AccessLog, ASecondEngineThreadSendsEveryBatchThroughTheLog) {
+  auto rt = Runtime::open(one_tier(8, 64));
+  const uint64_t h = rt->admit(K(1)).handle;
+  cxlt_policy_state_t before{}, st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &before));
+  rt->access_handles(&h, nullptr, 1);
+  ASSERT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 1u);
+  // A thread whose shard number is AccessLog::kShards apart from this one's shares its shard
+  // (and counts once): try threads until one has a shard of its own.
+  const int mine = AccessLog::thread_shard();
+  int theirs = mine;
+  uint32_t calls = 1;
+  for (size_t i = 0; i < AccessLog::kShards && theirs == mine; ++i, ++calls)
+    std::thread([&] {
+      rt->access_handles(&h, nullptr, 1);
+      theirs = AccessLog::thread_shard();
+    }).join();
+  ASSERT_NE(theirs, mine);
+  const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
+  rt->access_handles(&h, nullptr, 1);
+  ++calls;
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call) << "a batch applied at the call beside a second engine thread";
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before.accesses + calls);
   EXPECT_EQ(rt->validate(), "");
 }
 
