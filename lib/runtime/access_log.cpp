@@ -29,8 +29,9 @@
 //     appends nothing. Otherwise (M held by another thread,
 //     such as the mover, a stats poller or a query, or other engine threads record):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
-//     shard's active buffer. A thread gets a shard at its first access (round robin over
-//     kShards), so engine threads append in parallel; the shard lock covers the copy of the
+//     shard's active buffer. Each of the first kShards threads to record in this runtime owns
+//     a shard, claimed at its first access (later threads share one, each always the same), so
+//     engine threads append in parallel; the shard lock covers the copy of the
 //     batch only, and a thread that finds it taken pauses up to kShardLockSpinUs before it
 //     blocks (so does the drainer's swap in step 3). When the buffer has no room and more than
 //     one shard has been used (other engine threads record, or did), E first waits a bounded
@@ -87,9 +88,50 @@ namespace cxltier {
 
 // --- AccessLog --------------------------------------------------------------------------------
 
-AccessLog::AccessLog() = default;
+namespace {
+std::atomic<uint64_t> next_log_id{1};
+std::atomic<uint64_t> next_thread_token{1};
+// The last log this thread recorded in and its shard there (AccessLog::own_shard).
+thread_local uint64_t cached_log = 0;
+thread_local unsigned cached_shard = 0;
+}  // namespace
 
-thread_local int AccessLog::this_thread_shard = -1;
+AccessLog::AccessLog() : id_(next_log_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+uint64_t AccessLog::thread_token() noexcept {
+  thread_local const uint64_t token = next_thread_token.fetch_add(1, std::memory_order_relaxed);
+  return token;
+}
+
+unsigned AccessLog::owned_shard(uint64_t me) const noexcept {
+  for (unsigned k = 0; k < kShards; ++k)
+    if (owners_[k].load(std::memory_order_relaxed) == me) return k;
+  return kShards;
+}
+
+unsigned AccessLog::own_shard() noexcept {
+  if (cached_log == id_) return cached_shard;
+  const uint64_t me = thread_token();
+  unsigned k = owned_shard(me);
+  for (unsigned c = 0; k == kShards && c < kShards; ++c) {
+    uint64_t free = 0;
+    if (owners_[c].compare_exchange_strong(free, me, std::memory_order_relaxed)) k = c;
+  }
+  if (k == kShards) k = static_cast<unsigned>(me % kShards);  // every shard owned: share one
+  cached_log = id_;
+  cached_shard = k;
+  return k;
+}
+
+int AccessLog::thread_shard() const noexcept {
+  if (cached_log == id_) return static_cast<int>(cached_shard);
+  const uint64_t me = thread_token();
+  const unsigned k = owned_shard(me);
+  if (k != kShards) return static_cast<int>(k);
+  for (const auto &owner : owners_)
+    if (owner.load(std::memory_order_relaxed) == 0) return -1;  // its first use here would own one
+  return static_cast<int>(me % kShards);
+}
 
 bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n) noexcept {
   if (n == 0) return true;
@@ -146,6 +188,8 @@ uint64_t RuntimeTestAccess::batches_applied_at_call(Runtime &rt) {
 }
 
 std::unique_lock<std::mutex> RuntimeTestAccess::lock_mutex(Runtime &rt) { return std::unique_lock(rt.impl_->mu); }
+
+int RuntimeTestAccess::thread_shard(Runtime &rt) { return rt.impl_->log.thread_shard(); }
 
 bool RuntimeTestAccess::append_unchecked(Runtime &rt, const uint64_t *handles, const float *attention, size_t n) {
   return rt.impl_->log.append(handles, attention, n);

@@ -63,10 +63,11 @@ struct AccessRecord {
 };
 
 // Accesses recorded by engine threads, applied in batch under the runtime's mutex. Shards
-// (kShards, each with its own small mutex and two buffers) keep threads apart: a thread takes
-// the shard it was given at its first access (to any runtime's log), so two engine threads
-// append in parallel and a drain swaps a shard's buffer out rather than holding the shard while
-// it applies.
+// (kShards, each with its own small mutex and two buffers) keep threads apart: each of the
+// first kShards threads to record in this log owns a shard of its own (later ones share one,
+// chosen by the thread), so two engine threads append in parallel and a drain swaps a shard's
+// buffer out rather than holding the shard while it applies. A thread keeps its shard in a
+// log for the log's life: its records stay in the order it made them.
 class AccessLog {
 public:
   static constexpr size_t kShards = 8;
@@ -94,11 +95,11 @@ public:
   // Records appended and not yet drained (a hint: appenders may add more meanwhile).
   size_t pending_records() const noexcept { return pending_.load(std::memory_order_acquire); }
   // Shards that some thread has joined or appended to: more than one means more than one engine
-  // thread (two threads whose shard numbers are kShards apart share a shard and count once).
+  // thread (threads past the first kShards share shards and are not counted again).
   unsigned shards_in_use() const noexcept { return shards_in_use_.load(std::memory_order_relaxed); }
-  // The shard this thread appends to, or -1 while it has appended nothing (to any runtime's
-  // log: a thread keeps its shard number for every runtime).
-  static int thread_shard() noexcept { return this_thread_shard; }
+  // The shard the calling thread records to in this log, or -1 while it has not recorded here
+  // (no join or append) and a shard is still free for it.
+  int thread_shard() const noexcept;
   // [runtime mutex held: one drainer at a time] Hand every record appended so far to
   // f(shard, records, n), shard by shard in shard order, each shard's in the order it was
   // appended.
@@ -134,18 +135,19 @@ private:
     std::unique_ptr<AccessRecord[]> bufs[2];
     std::atomic<bool> used{false};  // counted in shards_in_use_
   };
-  // The calling thread's shard number, given at its first use, round robin.
-  static unsigned own_shard() noexcept {
-    if (this_thread_shard < 0) {
-      static std::atomic<unsigned> next_shard{0};
-      this_thread_shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % kShards);
-    }
-    return static_cast<unsigned>(this_thread_shard);
-  }
+  // The calling thread's shard in this log: the one it owns (owners_), claimed at its first
+  // use here; once every shard is owned, one chosen by a hash of the thread, the same at every
+  // call. A one-entry cache per thread (the last log it used, by id_, never reused) makes the
+  // common case a compare.
+  unsigned own_shard() noexcept;
+  // The shard the calling thread owns here, or kShards when it owns none.
+  unsigned owned_shard(uint64_t me) const noexcept;
+  static uint64_t thread_token() noexcept;
   void mark_used(Shard &s) noexcept {
     if (!s.used.exchange(true, std::memory_order_relaxed)) shards_in_use_.fetch_add(1, std::memory_order_relaxed);
   }
-  static thread_local int this_thread_shard;  // see own_shard
+  const uint64_t id_;                          // unique among this process's logs
+  std::atomic<uint64_t> owners_[kShards] = {};  // a thread's token, or 0: not owned
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
   std::atomic<unsigned> shards_in_use_{0};

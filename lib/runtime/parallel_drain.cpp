@@ -174,7 +174,7 @@ bool Runtime::Impl::help_drain() noexcept {
   if (!par.open.load(std::memory_order_relaxed)) return false;
   par.helpers.fetch_add(1, std::memory_order_seq_cst);
   unsigned helped = 0;
-  if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts(AccessLog::thread_shard(), true);
+  if (par.open.load(std::memory_order_seq_cst)) helped = claim_parts(log.thread_shard(), true);
   if (helped != 0) par.parts_helped.fetch_add(helped, std::memory_order_relaxed);
   par.helpers.fetch_sub(1, std::memory_order_seq_cst);
   return helped != 0;
@@ -327,7 +327,7 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     part.notes = 0;
     part.states_only = 0;
   }
-  const int mine = AccessLog::thread_shard();
+  const int mine = log.thread_shard();
   for (size_t b = 0; b + 1 < nbufs; ++b)
     if (static_cast<int>(shard_of[b]) == mine) {
       std::rotate(bufs + b, bufs + b + 1, bufs + nbufs);

@@ -43,6 +43,8 @@ struct RuntimeTestAccess {
   // being free (access_log.cpp, step 2; on by default). Off: every batch goes through the log,
   // as with several engine threads, and is applied by the next drain.
   static void apply_at_call(Runtime &rt, bool on);
+  // The shard the calling thread records to in the runtime's access log (AccessLog::thread_shard).
+  static int thread_shard(Runtime &rt);
   // Batches access_handles applied at the call so.
   static uint64_t batches_applied_at_call(Runtime &rt);
   // The runtime's mutex, held: what another thread (the mover, a query) holding it looks like.

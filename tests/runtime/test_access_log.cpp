@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <future>
 #include <mutex>
@@ -164,16 +165,20 @@ TEST(AccessLog, ASecondEngineThreadSendsEveryBatchThroughTheLog) {
   ASSERT_TRUE(rt->policy_state(K(1), &before));
   rt->access_handles(&h, nullptr, 1);
   ASSERT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 1u);
-  // A thread whose shard number is AccessLog::kShards apart from this one's shares its shard
-  // (and counts once): try threads until one has a shard of its own.
-  const int mine = AccessLog::thread_shard();
+  // Each of the first AccessLog::kShards threads to record in a runtime owns a shard there,
+  // whatever other runtimes they record in.
+  auto other = Runtime::open(one_tier(8, 64));
+  const uint64_t oh = other->admit(K(1)).handle;
+  const int mine = RuntimeTestAccess::thread_shard(*rt);
   int theirs = mine;
   uint32_t calls = 1;
-  for (size_t i = 0; i < AccessLog::kShards && theirs == mine; ++i, ++calls)
-    std::thread([&] {
-      rt->access_handles(&h, nullptr, 1);
-      theirs = AccessLog::thread_shard();
-    }).join();
+  std::thread([&] {
+    other->access_handles(&oh, nullptr, 1);
+    rt->access_handles(&h, nullptr, 1);
+    theirs = RuntimeTestAccess::thread_shard(*rt);
+  }).join();
+  ++calls;
+  ASSERT_NE(theirs, -1);
   ASSERT_NE(theirs, mine);
   const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
   rt->access_handles(&h, nullptr, 1);
@@ -181,6 +186,65 @@ TEST(AccessLog, ASecondEngineThreadSendsEveryBatchThroughTheLog) {
   EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call) << "a batch applied at the call beside a second engine thread";
   ASSERT_TRUE(rt->policy_state(K(1), &st));
   EXPECT_EQ(st.accesses, before.accesses + calls);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// Each of the first AccessLog::kShards threads to record in a runtime owns a shard of its own
+// there (the lowest free at its first access), whatever other runtimes they recorded in before
+// and in whatever order; later threads share one, always the same for a thread. Ten threads
+// record in another runtime one after another, then in this one in another order: the first
+// and the ninth first (a shard number kept per thread, or one drawn from an order kept per
+// thread, would put them in one shard).
+TEST(AccessLog, TheFirstThreadsToRecordOwnAShardEach) {
+  constexpr size_t kThreads = AccessLog::kShards + 2;
+  auto rt = Runtime::open(one_tier(8, 64));
+  auto before = Runtime::open(one_tier(8, 64));
+  const uint64_t h = rt->admit(K(1)).handle, bh = before->admit(K(1)).handle;
+  const size_t order[kThreads] = {0, 8, 1, 2, 3, 4, 5, 6, 7, 9};  // in this runtime
+  size_t place[kThreads];
+  for (size_t p = 0; p < kThreads; ++p) place[order[p]] = p;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t turn = 0;
+  std::vector<int> shard(kThreads, -2), unclaimed(kThreads, -2);
+  auto wait_turn = [&](size_t t) {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return turn == t; });
+  };
+  auto next_turn = [&] {
+    std::lock_guard lk(mu);
+    ++turn;
+    cv.notify_all();
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      wait_turn(t);
+      before->access_handles(&bh, nullptr, 1);
+      next_turn();
+      wait_turn(kThreads + place[t]);
+      unclaimed[t] = RuntimeTestAccess::thread_shard(*rt);
+      rt->access_handles(&h, nullptr, 1);
+      shard[t] = RuntimeTestAccess::thread_shard(*rt);
+      rt->access_handles(&h, nullptr, 1);
+      if (RuntimeTestAccess::thread_shard(*rt) != shard[t]) shard[t] = -3;  // moved: its order would break
+      next_turn();
+    });
+  for (auto &th : threads) th.join();
+  for (size_t p = 0; p < kThreads; ++p) {
+    const size_t t = order[p];
+    if (p < AccessLog::kShards) {
+      EXPECT_EQ(unclaimed[t], -1) << "thread " << t;
+      EXPECT_EQ(shard[t], static_cast<int>(p)) << "thread " << t;
+    } else {
+      EXPECT_EQ(unclaimed[t], shard[t]) << "thread " << t;
+      EXPECT_GE(shard[t], 0) << "thread " << t;
+      EXPECT_LT(shard[t], static_cast<int>(AccessLog::kShards)) << "thread " << t;
+    }
+  }
+  cxlt_policy_state_t st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, 2 * kThreads);
   EXPECT_EQ(rt->validate(), "");
 }
 
@@ -559,7 +623,7 @@ TEST(AccessLog, ADrainInPartsKeepsEachBlocksAccessesInOrder) {
         }
         if (!RuntimeTestAccess::append_unchecked(*rt, h.data(), a.data(), n)) refused = true;
       }
-      shard[t] = AccessLog::thread_shard();
+      shard[t] = RuntimeTestAccess::thread_shard(*rt);
     };
     for (size_t t = 0; t + 1 < kThreads; ++t) std::thread(record, t).join();
     std::thread([&] {  // the last thread records, then drains with every record waiting
