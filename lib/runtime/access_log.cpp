@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The access path by handle, which never waits for the runtime's mutex (M below): the handle
-// check against the store entry, the batch applied at the call or appended to the sharded access
-// buffer, and the buffer's drain.
+// The access path by handle, which waits for the runtime's mutex (M below) only when its
+// shard of the access buffer is full and no other thread drains it, or its batch is larger
+// than a buffer: the handle check against the store entry, the batch applied at the call or
+// appended to the sharded access buffer, and the buffer's drain.
 //
 // The access protocol (an engine thread E records accesses to blocks by handle):
 //  1. [no lock] E checks every attention value and every handle of the batch, prefetching the
@@ -62,7 +63,12 @@
 //  4. Order. One thread's accesses are applied in the order it made them and before anything
 //     it does next under M (that call drains first). step() drains before it advances the
 //     clock, so an access counts at the step in which it was made. Accesses of two threads
-//     made at the same time are applied in some order, as M would have serialised them. So
+//     waiting in one drain are applied shard by shard, whatever order they were made in: an
+//     access that returned in one thread before another thread made its access to the same
+//     block (without a call that drains between them) can be applied after it, where M would
+//     have applied it first; for LRFU the block's score then differs in rounding and in which
+//     attention weighs most. Engines that need that order across threads call step() (or any
+//     draining call) between. So
 //     policy_state after access shows the access, and every victim choice, promotion
 //     decision, stats() and checkpoint sees every access that returned before it began.
 //  5. Locks. M, then a shard lock; E never holds a shard lock while it waits for M. Copies run
@@ -114,8 +120,10 @@ unsigned AccessLog::own_shard() noexcept {
   const uint64_t me = thread_token();
   unsigned k = owned_shard(me);
   for (unsigned c = 0; k == kShards && c < kShards; ++c) {
-    uint64_t free = 0;
-    if (owners_[c].compare_exchange_strong(free, me, std::memory_order_relaxed)) k = c;
+    uint64_t free = 0;  // a failing compare-and-swap would take the line from every reader
+    if (owners_[c].load(std::memory_order_relaxed) == 0 &&
+        owners_[c].compare_exchange_strong(free, me, std::memory_order_relaxed))
+      k = c;
   }
   if (k == kShards) k = static_cast<unsigned>(me % kShards);  // every shard owned: share one
   cached_log = id_;
@@ -125,12 +133,10 @@ unsigned AccessLog::own_shard() noexcept {
 
 int AccessLog::thread_shard() const noexcept {
   if (cached_log == id_) return static_cast<int>(cached_shard);
-  const uint64_t me = thread_token();
-  const unsigned k = owned_shard(me);
-  if (k != kShards) return static_cast<int>(k);
-  for (const auto &owner : owners_)
-    if (owner.load(std::memory_order_relaxed) == 0) return -1;  // its first use here would own one
-  return static_cast<int>(me % kShards);
+  const unsigned k = owned_shard(thread_token());
+  // A thread that owns no shard here has not recorded here, or shares one and has recorded in
+  // another log since: -1 either way (a drain's own shard is only a preference).
+  return k != kShards ? static_cast<int>(k) : -1;
 }
 
 bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n) noexcept {
@@ -325,8 +331,9 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   // just read are in this core's cache, and the batch is neither copied into a buffer nor
   // read back (bench/README.md: 1.11x at 1M resident blocks, 1.17x at 1K). A thread waiting
   // for M in lock_helping (step(), a full shard) goes first: try_lock would take M ahead of it.
+  if (n == 0) return true;  // nothing to record: no shard is claimed, M is not taken
   log.join();
-  if (n != 0 && log.shards_in_use() < 2 && apply_at_call.load(std::memory_order_relaxed) &&
+  if (log.shards_in_use() < 2 && apply_at_call.load(std::memory_order_relaxed) &&
       lock_waiters.load(std::memory_order_relaxed) == 0 && mu.try_lock()) {
     std::unique_lock lk(mu, std::adopt_lock);
     drain_accesses();  // every record waiting first: this thread's earlier ones among them

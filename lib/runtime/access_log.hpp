@@ -97,8 +97,8 @@ public:
   // Shards that some thread has joined or appended to: more than one means more than one engine
   // thread (threads past the first kShards share shards and are not counted again).
   unsigned shards_in_use() const noexcept { return shards_in_use_.load(std::memory_order_relaxed); }
-  // The shard the calling thread records to in this log, or -1 while it has not recorded here
-  // (no join or append) and a shard is still free for it.
+  // The shard the calling thread records to in this log: the one it owns, or the one it shares
+  // while its last record was in this log; else -1.
   int thread_shard() const noexcept;
   // [runtime mutex held: one drainer at a time] Hand every record appended so far to
   // f(shard, records, n), shard by shard in shard order, each shard's in the order it was
@@ -136,8 +136,7 @@ private:
     std::atomic<bool> used{false};  // counted in shards_in_use_
   };
   // The calling thread's shard in this log: the one it owns (owners_), claimed at its first
-  // use here; once every shard is owned, one chosen by a hash of the thread, the same at every
-  // call. A one-entry cache per thread (the last log it used, by id_, never reused) makes the
+  // use here; once every shard is owned, its token modulo kShards, the same at every call. A one-entry cache per thread (the last log it used, by id_, never reused) makes the
   // common case a compare.
   unsigned own_shard() noexcept;
   // The shard the calling thread owns here, or kShards when it owns none.
@@ -146,8 +145,8 @@ private:
   void mark_used(Shard &s) noexcept {
     if (!s.used.exchange(true, std::memory_order_relaxed)) shards_in_use_.fetch_add(1, std::memory_order_relaxed);
   }
-  const uint64_t id_;                          // unique among this process's logs
-  std::atomic<uint64_t> owners_[kShards] = {};  // a thread's token, or 0: not owned
+  const uint64_t id_;  // unique among this process's logs; read by every call
+  alignas(64) std::atomic<uint64_t> owners_[kShards] = {};  // a thread's token, or 0: not owned
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
   std::atomic<unsigned> shards_in_use_{0};

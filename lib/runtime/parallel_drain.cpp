@@ -4,8 +4,10 @@
 // With one engine thread the drain is applied by whoever holds the runtime's mutex M, record by
 // record. With two, one thread applies while the other, its shard full or at step(), waits for
 // M: two threads record no faster than one applies. Here the waiting thread helps instead, and
-// each thread applies the records it made where it can: its handle check (access_log.cpp step
-// 1) brought their store lines to its core, and the buffer it appended them to is in its cache.
+// each thread applies the records of its own shard where it can (the records it made, and
+// those of any thread sharing the shard: past the first AccessLog::kShards threads): its handle
+// check (access_log.cpp step 1) brought their store lines to its core, and the buffer it
+// appended them to is in its cache.
 //
 // The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
 // thread waiting for room in its full shard (wait_for_room) or for M, its shard full or in
@@ -305,8 +307,9 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     ++nbufs;
     total += n;
   });
-  // Fewer records than the hint said, or one thread's only (the others have stopped recording:
-  // no helper is likely, and one thread applies faster without the parts).
+  // Fewer records than the hint said, or one shard's only (the other threads have stopped
+  // recording, or share it: no helper is likely, and one thread applies faster without the
+  // parts).
   if (total < PD::kMinRecords || nbufs < 2) {
     for (size_t b = 0; b < nbufs; ++b) apply_records(bufs[b], lens[b]);
     return true;
