@@ -73,7 +73,8 @@ void Runtime::access(const Key *keys, const float *attention, size_t n) {
 void Runtime::access_handles(const uint64_t *handles, const float *attention, size_t n) {
   Impl &m = *impl_;
   if (n != 0 && handles == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: handles is NULL");
-  if (m.log_access_handles(handles, attention, n)) return;  // waits for the lock only with a full shard (access_log.cpp)
+  // Waits for the lock only with a full shard or a batch larger than a buffer (access_log.cpp).
+  if (m.log_access_handles(handles, attention, n)) return;
   std::unique_lock lk(m.mu);
   m.drain_accesses();
   for (size_t i = 0; i < n; ++i) {

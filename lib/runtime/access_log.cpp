@@ -27,19 +27,19 @@
 //     in lock_helping, E tries M without waiting. When it has M, it drains (step 3: every
 //     waiting record, its own earlier ones among them, comes first) and applies the batch
 //     itself, in order, each record checked again and applied as step 3 applies one, and
-//     appends nothing. Otherwise (M held by another thread,
-//     such as the mover, a stats poller or a query, or other engine threads record):
+//     appends nothing. Otherwise (M held by another thread, such as the mover, a stats poller
+//     or a query, or other engine threads record):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. Each of the first kShards threads to record in this runtime owns
 //     a shard, claimed at its first access (later threads share one, each always the same), so
-//     engine threads append in parallel; the shard lock covers the copy of the
-//     batch only, and a thread that finds it taken pauses up to kShardLockSpinUs before it
-//     blocks (so does the drainer's swap in step 3). When the buffer has no room and more than
-//     one shard has been used (other engine threads record, or did), E first waits a bounded
-//     while for another thread's drain (step(), a query, the mover) to empty it, trying to
-//     append again every few rounds and holding no lock; if no room comes, or E's is the only
-//     shard used, E takes M, drains (step 3) and appends again. A batch larger than a buffer is applied at once under M,
-//     each record checked as in step 3.
+//     engine threads append in parallel; the shard lock covers the copy of the batch only, and
+//     a thread that finds it taken pauses up to kShardLockSpinUs before it blocks (so does the
+//     drainer's swap in step 3). When the buffer has no room and more than one shard has been
+//     used (other engine threads record, or did), E first waits a bounded while for another
+//     thread's drain (step(), a query, the mover) to empty it, trying to append again every
+//     few rounds and holding no lock; if no room comes, or E's is the only shard used, E takes
+//     M (waiting for it), drains (step 3) and appends again. A batch larger than a buffer is
+//     applied at once under M, each record checked as in step 3.
 //     While M is taken by a drain applied in parts, E helps apply it instead of waiting (so
 //     does a thread waiting for M in step()), and E also helps after an append that found such
 //     a drain under way (parallel_drain.cpp).

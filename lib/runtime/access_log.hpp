@@ -65,7 +65,7 @@ struct AccessRecord {
 // Accesses recorded by engine threads, applied in batch under the runtime's mutex. Shards
 // (kShards, each with its own small mutex and two buffers) keep threads apart: each of the
 // first kShards threads to record in this log owns a shard of its own (later ones share one,
-// chosen by the thread), so two engine threads append in parallel and a drain swaps a shard's
+// by the thread's token), so two engine threads append in parallel and a drain swaps a shard's
 // buffer out rather than holding the shard while it applies. A thread keeps its shard in a
 // log for the log's life: its records stay in the order it made them.
 class AccessLog {
@@ -136,8 +136,9 @@ private:
     std::atomic<bool> used{false};  // counted in shards_in_use_
   };
   // The calling thread's shard in this log: the one it owns (owners_), claimed at its first
-  // use here; once every shard is owned, its token modulo kShards, the same at every call. A one-entry cache per thread (the last log it used, by id_, never reused) makes the
-  // common case a compare.
+  // use here; once every shard is owned, its token modulo kShards, the same at every call. A
+  // one-entry cache per thread (the last log it used, by id_, never reused) makes the common
+  // case a compare.
   unsigned own_shard() noexcept;
   // The shard the calling thread owns here, or kShards when it owns none.
   unsigned owned_shard(uint64_t me) const noexcept;

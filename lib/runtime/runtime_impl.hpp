@@ -227,7 +227,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   }
   static constexpr size_t kPromoteQueueLimit = 65536;  // blocks queued for promotion at most
 
-  // --- access_log.cpp: accesses by handle, which wait for `mu` only with a full shard (the protocol is there).
+  // --- access_log.cpp: accesses by handle, which wait for `mu` only with a full shard or a
+  // batch larger than a buffer (the protocol is there).
   // Engine threads check a handle against its id's word here (the lowest ids) or its store
   // entry's place word, whose slot is set whenever the block becomes resident in a tier
   // (install) and cleared when it becomes resident nowhere (drop, release(forget),

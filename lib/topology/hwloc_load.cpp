@@ -7,14 +7,15 @@
 
 #include <cxltier/error.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace cxltier::topo {
 
@@ -125,23 +126,42 @@ HwlocTopology load_live() {
 
 HwlocTopology load_xml_file(const std::string &path) {
   const std::string name = quoted(path);
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
+  // Opened first and checked on the descriptor (a check of the path before opening it could
+  // see another file than the one opened). O_NONBLOCK: a FIFO opens at once, without waiting
+  // for a writer (forever, from a shell typo), and is refused below; hwloc reads our copy of
+  // the text, so a pipe or a device could not be read twice anyway.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     if (errno == ENOENT) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": no such file");
-    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", std::strerror(errno));
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": cannot be read: ", std::strerror(errno));
   }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", std::strerror(errno));
   if (S_ISDIR(st.st_mode)) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": is a directory, not an hwloc XML file");
-  // A pipe would block the read below until a writer comes (forever, from a shell typo), and
-  // hwloc opens the file again by name, so a pipe or a device could not be read twice anyway.
   if (!S_ISREG(st.st_mode))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name,
          ": not a regular file (a pipe or a device; write the XML to a file)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": cannot be read: ", std::strerror(errno));
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  if (in.bad()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(errno));
-  head.resize(static_cast<size_t>(in.gcount()));
+  // Reads until `text` holds `upto` bytes or the file ends.
+  std::string text;
+  const auto read_upto = [&](size_t upto) {
+    char buf[65536];
+    while (text.size() < upto) {
+      const ssize_t got = ::read(fd, buf, std::min(sizeof buf, upto - text.size()));
+      if (got > 0) {
+        text.append(buf, static_cast<size_t>(got));
+      } else if (got == 0) {
+        return;
+      } else if (errno != EINTR) {
+        fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(errno));
+      }
+    }
+  };
+  read_upto(4096);  // the head: a file that is no hwloc XML is refused before the rest is read
+  const std::string head = text;
   if (head.empty()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": the file is empty");
   size_t first = head.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": the file holds only blanks");
@@ -157,16 +177,18 @@ HwlocTopology load_xml_file(const std::string &path) {
   }
 
   // The whole file: checked here (the bitmap check below), then given to hwloc as a buffer, so
-  // that hwloc reads the text that was checked, not whatever the file holds by then.
-  std::string text = head;
-  text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // that hwloc reads the text that was checked, not whatever the file holds by then. hwloc
+  // wants the terminating NUL counted in an int length.
+  if (static_cast<uint64_t>(st.st_size) >= static_cast<uint64_t>(INT_MAX))
+    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", static_cast<long long>(st.st_size),
+         " bytes is more than hwloc reads");
+  read_upto(static_cast<size_t>(INT_MAX));
   if (text.size() != static_cast<size_t>(st.st_size))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read ", text.size(), " of its ",
          static_cast<long long>(st.st_size), " bytes (a read error, or the file changed while it was read)");
   refuse_malformed_bitmaps(text, name);
 
   HwlocTopology h = new_handle(name);
-  // hwloc wants the terminating NUL counted in the length.
   if (text.size() >= static_cast<size_t>(INT_MAX))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", text.size(), " bytes is more than hwloc reads");
   if (hwloc_topology_set_xmlbuffer(h.get(), text.c_str(), static_cast<int>(text.size() + 1)) != 0 ||
