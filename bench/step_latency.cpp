@@ -7,8 +7,7 @@
 // from whatever holds the runtime's lock for long: the figures that matter are the 99th and
 // 99.9th percentiles and the slowest step (bench/README.md, section 2). The ratios compare a
 // decode step's whole wait, access_handles and step() together: where the batch is applied
-// (at the call with one engine thread and the lock free, else at step()) moves time between
-// the two.
+// (at the call when the lock is free, else at step()) moves time between the two.
 //
 //   bench_step_latency [--blocks N] [--batch K] [--seconds S] [--pause-us P] [--json]
 #include <cxltier/config.hpp>

@@ -25,7 +25,7 @@ Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 void Runtime::access(const Key *keys, const float *attention, size_t n) {
   Impl &m = *impl_;
   if (n != 0 && keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access: keys is NULL");
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   // Check the whole batch first: nothing is applied unless every entry is good. While
   // prefetching pays (many states), each key's home slot is fetched kSlotAhead keys ahead and
@@ -75,7 +75,7 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
   if (n != 0 && handles == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "access_handles: handles is NULL");
   // Waits for the lock only with a full shard or a batch larger than a buffer (access_log.cpp).
   if (m.log_access_handles(handles, attention, n)) return;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   for (size_t i = 0; i < n; ++i) {
     if (attention && !(attention[i] >= 0.0f && attention[i] <= 1.0f))
@@ -103,7 +103,7 @@ void Runtime::access_handles(const uint64_t *handles, const float *attention, si
 
 bool Runtime::lookup(const Key &key, Block *out) {
   Impl &m = *impl_;
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].res.tier < 0) return false;
@@ -113,7 +113,7 @@ bool Runtime::lookup(const Key &key, Block *out) {
 
 Block Runtime::move(const Key &key, int tier, bool wait) {
   Impl &m = *impl_;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
@@ -161,7 +161,7 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
 
 Block Runtime::pin(const Key &key) {
   Impl &m = *impl_;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting))) {
@@ -178,7 +178,7 @@ Block Runtime::pin(const Key &key) {
 
 void Runtime::unpin(const Key &key) {
   Impl &m = *impl_;
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "unpin");
@@ -189,7 +189,7 @@ void Runtime::unpin(const Key &key) {
 
 void Runtime::release(const Key &key, bool forget) {
   Impl &m = *impl_;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   while (forget && id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
@@ -209,7 +209,7 @@ void Runtime::release(const Key &key, bool forget) {
 
 bool Runtime::policy_state(const Key &key, cxlt_policy_state_t *out) {
   Impl &m = *impl_;
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
   if (id == kNoNode || (*m.store)[id].st.tick == 0) return false;
@@ -236,13 +236,13 @@ void Runtime::step() {
 }
 
 uint64_t Runtime::current_step() const {
-  std::lock_guard lk(impl_->mu);
+  const std::unique_lock lk = impl_->lock();
   return impl_->now;
 }
 
 bool Runtime::wait_idle(int64_t timeout_ms) {
   Impl &m = *impl_;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   return m.wait_settled(lk, timeout_ms);  // copies done and the tiers' order reconciled (placement.cpp)
 }
 
@@ -250,7 +250,7 @@ void Runtime::checkpoint() {
   Impl &m = *impl_;
   if (m.cfg.store_path.empty())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "checkpoint: no store.path is configured (persistence is off)");
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   m.write_checkpoint_now(lk);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The access path by handle, which waits for the runtime's mutex (M below) only when its
 // shard of the access buffer is full and no other thread drains it, or its batch is larger
-// than a buffer: the handle check against the store entry, the batch applied at the call or
-// appended to the sharded access buffer, and the buffer's drain.
+// than a buffer, or for a bounded while when another engine thread holds M to apply its batch:
+// the handle check against the store entry, the batch applied at the call or appended to the
+// sharded access buffer, and the buffer's drain.
 //
 // The access protocol (an engine thread E records accesses to blocks by handle):
 //  1. [no lock] E checks every attention value and every handle of the batch, prefetching the
@@ -22,13 +23,23 @@
 //     entry fails the call and nothing of it is recorded. Reading the entry's line here also
 //     brings it to E's cache for the drain (step 3) that writes it: one line from memory per
 //     access.
-//  2. [M, tried] E counts its shard as used (AccessLog::join) from its first call. With one
-//     engine thread (at most one shard used: shards_in_use() < 2) and no thread waiting for M
-//     in lock_helping, E tries M without waiting. When it has M, it drains (step 3: every
-//     waiting record, its own earlier ones among them, comes first) and applies the batch
-//     itself, in order, each record checked again and applied as step 3 applies one, and
-//     appends nothing. Otherwise (M held by another thread, such as the mover, a stats poller
-//     or a query, or other engine threads record):
+//  2. [M, tried] E counts its shard as used (AccessLog::join) from its first call. Unless a
+//     thread is counted in lock_waiters (one waiting for M in lock_helping or Impl::lock: step(),
+//     a full shard, a query, an admission, the mover, a worker's finished copy), or more than
+//     one shard is used and step 1 checked by the low-id words (few ids), E tries M
+//     (lock_at_call). When M is held by another engine thread applying its batch here
+//     (applying_at_call, set and cleared under M; read before each try, so a holder that clears
+//     it just before releasing M is still waited for), more than one shard is used, and fewer
+//     than kAtCallHandoffs batches in a row were taken after such a wait, E keeps trying for up
+//     to kAtCallWaitUs, pausing and helping any drain in parts, and stops when a thread is
+//     counted waiting. When it has M, E sets
+//     applying_at_call, drains (step 3: every waiting record, its own earlier ones among them,
+//     comes first) and applies the batch itself, in order, each record checked again and
+//     applied as step 3 applies one, clears the flag and appends nothing. The bound on batches
+//     in a row leaves M free while the holder checks its next batch, for a thread blocked on M
+//     that no count shows (a condition variable's waiter). Otherwise (M held by another thread,
+//     such as the mover, a stats poller, a query or a drain; a thread waiting for M; or no turn
+//     within the wait):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. Each of the first kShards threads to record in this runtime owns
 //     a shard, claimed at its first access (later threads share one, each always the same), so
@@ -159,9 +170,7 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
   }
   if (kCapacity - s.n < n) return false;
   AccessRecord *d = s.active + s.n;
-  for (size_t i = 0; i < n; ++i)
-    d[i] = AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
-                        attention ? attention[i] : 1.0f, 0};
+  for (size_t i = 0; i < n; ++i) d[i] = AccessRecord::of(handles, attention, i);
   s.n += n;
   pending_.fetch_add(n, std::memory_order_acq_rel);
   return true;
@@ -194,6 +203,29 @@ uint64_t RuntimeTestAccess::batches_applied_at_call(Runtime &rt) {
 }
 
 std::unique_lock<std::mutex> RuntimeTestAccess::lock_mutex(Runtime &rt) { return std::unique_lock(rt.impl_->mu); }
+
+std::unique_lock<std::mutex> RuntimeTestAccess::hold_as_at_call(Runtime &rt) {
+  std::unique_lock lk(rt.impl_->mu);
+  rt.impl_->applying_at_call.store(true, std::memory_order_relaxed);
+  return lk;
+}
+
+void RuntimeTestAccess::release_as_at_call(Runtime &rt, std::unique_lock<std::mutex> &lk) {
+  lk.unlock();
+  rt.impl_->applying_at_call.store(false, std::memory_order_relaxed);
+}
+
+void RuntimeTestAccess::set_at_call_wait_us(Runtime &rt, unsigned us) {
+  rt.impl_->at_call_wait_us.store(us, std::memory_order_relaxed);
+}
+
+uint64_t RuntimeTestAccess::at_call_waits(Runtime &rt) { return rt.impl_->at_call_waits.load(std::memory_order_relaxed); }
+
+unsigned RuntimeTestAccess::lock_waiters(Runtime &rt) { return rt.impl_->lock_count.waiters.load(std::memory_order_seq_cst); }
+
+void RuntimeTestAccess::add_lock_waiters(Runtime &rt, int delta) {
+  rt.impl_->lock_count.waiters.fetch_add(static_cast<unsigned>(delta), std::memory_order_seq_cst);
+}
 
 int RuntimeTestAccess::thread_shard(Runtime &rt) { return rt.impl_->log.thread_shard(); }
 
@@ -304,6 +336,31 @@ void Runtime::Impl::drain_accesses() noexcept {
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
 }
 
+bool Runtime::Impl::lock_at_call(bool by_entry) noexcept {
+  // A thread waiting for M in lock_helping or lock() (step(), a full shard, a query, the mover)
+  // goes first: try_lock would take M ahead of it.
+  if (lock_count.waiters.load(std::memory_order_relaxed) != 0) return false;
+  // With several engine threads and few ids, every line stays cached, and a batch applied by
+  // the thread that checked it moves its lines from the core that applied the other thread's
+  // last: the drain (step(), by one thread) keeps them in one core (two threads at 1K resident
+  // blocks: 286 against 340 M accesses/s taking turns without waits, a fifth of the rate with
+  // them; bench/README.md, "Engine threads take turns applying their batches at the call").
+  const bool several = log.shards_in_use() >= 2;
+  if (several && !by_entry) return false;
+  if (mu.try_lock()) return true;
+  // M is taken (protocol step 2). Where another engine thread applies its batch under it, wait
+  // for it: a batch left to a drain is applied by another core on lines it must fetch again.
+  if (!several) return false;
+  at_call_waits.fetch_add(1, std::memory_order_relaxed);
+  for (SpinBudget wait(at_call_wait_us.load(std::memory_order_relaxed));;) {
+    const bool at_call = applying_at_call.load(std::memory_order_relaxed);
+    if (lock_count.waiters.load(std::memory_order_relaxed) != 0) return false;
+    if (help_drain()) continue;  // the holder's drain first is applied in parts: help it
+    if (mu.try_lock()) return true;
+    if (!at_call || !wait.spin()) return false;  // held by a drain, a query or the mover
+  }
+}
+
 bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *attention, size_t n) {
   if (cfg.synchronous && cfg.promotion != PromotionRule::never && tiers.size() > 1) return false;
   // Checking a handle takes a few nanoseconds, so the entry 64 on is about one memory latency
@@ -327,22 +384,19 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
       fail(CXLT_ERROR_NOT_FOUND, "access_handles: handle[", i, "] = ", handles[i],
            " is stale (its block was dropped or forgotten) or was never issued");
   }
-  // Step 2, one engine thread: apply the batch here if M is free. The store lines the check
-  // just read are in this core's cache, and the batch is neither copied into a buffer nor
-  // read back (bench/README.md: 1.11x at 1M resident blocks, 1.17x at 1K). A thread waiting
-  // for M in lock_helping (step(), a full shard) goes first: try_lock would take M ahead of it.
+  // Step 2: apply the batch here when M can be had. The store lines the check just read are in
+  // this core's cache, and the batch is neither copied into a buffer nor read back
+  // (bench/README.md: 1.11x at 1M resident blocks, 1.17x at 1K, one engine thread).
   if (n == 0) return true;  // nothing to record: no shard is claimed, M is not taken
   log.join();
-  if (log.shards_in_use() < 2 && apply_at_call.load(std::memory_order_relaxed) &&
-      lock_waiters.load(std::memory_order_relaxed) == 0 && mu.try_lock()) {
+  if (apply_at_call.load(std::memory_order_relaxed) && lock_at_call(by_entry)) {
     std::unique_lock lk(mu, std::adopt_lock);
+    applying_at_call.store(true, std::memory_order_relaxed);
     drain_accesses();  // every record waiting first: this thread's earlier ones among them
     ++batches_at_call;
-    apply_in_order(*this, n, [handles, attention](size_t i) {
-      return AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
-                          attention ? attention[i] : 1.0f, 0};
-    });
+    apply_in_order(*this, n, [handles, attention](size_t i) { return AccessRecord::of(handles, attention, i); });
     if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
+    applying_at_call.store(false, std::memory_order_relaxed);
     return true;
   }
   if (log.append(handles, attention, n)) {  // step 2
@@ -362,10 +416,7 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   drain_accesses();
   if (log.append(handles, attention, n)) return true;
   // Larger than a buffer (or another thread of the same shard filled it again): apply here.
-  apply_in_order(*this, n, [handles, attention](size_t i) {
-    return AccessRecord{static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
-                        attention ? attention[i] : 1.0f, 0};
-  });
+  apply_in_order(*this, n, [handles, attention](size_t i) { return AccessRecord::of(handles, attention, i); });
   if (!cfg.synchronous && !promote_queue.empty()) mover_cv.notify_one();
   return true;
 }

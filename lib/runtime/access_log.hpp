@@ -60,6 +60,13 @@ struct AccessRecord {
   // 0 as appended; a drain in parts marks a record it moved out of its part (kMoved) and gives
   // the copy it applies later its place in drain order (parallel_drain.hpp).
   uint32_t mark = 0;
+
+  // The i-th access of a batch by handle (a handle's low 32 bits are its id, its high 32 the
+  // generation); attention 1 where the caller gave none.
+  static AccessRecord of(const uint64_t *handles, const float *attention, size_t i) noexcept {
+    return {static_cast<NodeId>(handles[i] & 0xffffffffu), static_cast<uint32_t>(handles[i] >> 32),
+            attention ? attention[i] : 1.0f, 0};
+  }
 };
 
 // Accesses recorded by engine threads, applied in batch under the runtime's mutex. Shards

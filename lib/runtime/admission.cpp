@@ -245,7 +245,7 @@ bool Runtime::Impl::fetch_remote(std::unique_lock<std::mutex> &lk, NodeId id) {
   ++e.res.pins;
   lk.unlock();
   const bool ok = remote->fetch(key, dst, block_bytes);
-  lk.lock();
+  relock(lk);
   --(*store)[id].res.pins;
   return ok;
 }
@@ -272,7 +272,7 @@ bool place_admitted(Runtime::Impl &m, std::unique_lock<std::mutex> &lk, NodeId i
 Block Runtime::admit(const Key &key, bool *placed, bool pin) {
   Impl &m = *impl_;
   if (placed) *placed = false;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   // Find the key, and wait while another thread admits it (the lock is released while it is
   // placed) or, for a pin, while a copy moves it. After every wait start over: meanwhile the
@@ -315,7 +315,7 @@ ReferenceResult Runtime::reference(const Key &key, float attention, uint64_t nex
   Impl &m = *impl_;
   if (!(attention >= 0.0f && attention <= 1.0f))
     fail(CXLT_ERROR_INVALID_ARGUMENT, "reference: attention = ", attention, " is outside [0, 1]");
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   return m.reference_locked(lk, key, attention, next_use);
 }
@@ -329,7 +329,7 @@ void Runtime::reference_many(const Key *keys, const float *attention, const uint
     for (size_t i = 0; i < n; ++i)
       if (!(attention[i] >= 0.0f && attention[i] <= 1.0f))
         fail(CXLT_ERROR_INVALID_ARGUMENT, "reference_many: attention[", i, "] = ", attention[i], " is outside [0, 1]");
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   // Three stages ahead of the reference being taken: the key's home slot, then the entry the
   // slot names, then the index lines its access or admission writes (each once the line before

@@ -68,7 +68,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: keys is NULL");
   if (out == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: blocks_out is NULL");
   BatchScratch &s = t_scratch;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   // The check, each round: first wait while another thread admits one of the keys (the lock is
   // released while it places it). Then distinct keys resident nowhere need a slot each; free
@@ -213,7 +213,7 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
   if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: keys is NULL");
   if (out == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "prefix_lookup: blocks_out is NULL");
   BatchScratch &s = t_scratch;
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   size_t matched = 0;
   if (!pin) {  // one pass: each block's place is written as it is found
@@ -268,7 +268,7 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
       bool placed_new = false;
       bool fetched_one = false;
       {
-        std::unique_lock g(m.mu);
+        std::unique_lock g = m.lock();
         const NodeId id = m.store->find(k);
         if (id != kNoNode && (*m.store)[id].res.tier >= 0) break;  // admitted meanwhile by another thread: not ours
       }
@@ -298,7 +298,7 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
   Key dup;
   const size_t rep = first_repeat(keys, n, s.sorted, &dup);
   if (rep != n) fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys[", rep, "] = ", dup.hex(), " appears twice (nothing released)");
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   while (true) {
     // release(forget) waits for a block being moved, admitted or held; so does the batch.
@@ -333,7 +333,7 @@ void Runtime::unpin_batch(const Key *keys, size_t n) {
   if (n == 0) return;
   if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin_batch: keys is NULL");
   BatchScratch &s = t_scratch;
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   m.drain_accesses();
   s.ids.clear();
   for (size_t i = 0; i < n; ++i) {

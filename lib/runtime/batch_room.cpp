@@ -85,7 +85,7 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
   struct Undo {
     RoomScratch &s;
     decltype(unhold) &let_go;
-    std::condition_variable &cv;
+    CountedCv &cv;
     ~Undo() {
       for (NodeId &id : s.kept) let_go(id);
       for (NodeId &id : s.drop) let_go(id);

@@ -143,7 +143,7 @@ bool Runtime::Impl::move_now(std::unique_lock<std::mutex> &lk, NodeId id, int ds
       } catch (...) {
       }
     }
-    lk.lock();
+    relock(lk);
   }
   finish_move(job, r == CXLT_OK, ns);
   if (r != CXLT_OK) {
@@ -171,7 +171,7 @@ void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId pa
 }
 
 void Runtime::Impl::worker_loop() {
-  std::unique_lock lk(mu);
+  std::unique_lock lk = lock();
   while (true) {
     work_cv.wait(lk, [&] { return stopping || !jobs.empty(); });
     if (jobs.empty()) return;  // stopping and drained
@@ -191,7 +191,7 @@ void Runtime::Impl::worker_loop() {
       } catch (...) {
       }
     }
-    lk.lock();
+    relock(lk);
     finish_move(job, r == CXLT_OK, ns);
     if (r != CXLT_OK) {
       try {
@@ -325,7 +325,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
   //  1. The mover, holding mu, has the tier's policy do one piece: kUpkeepPiece blocks placed in
   //     their buckets (0.1-0.3 ms), or heaps put in order until about that many entries are
   //     (a crowded bucket's heap in one piece: up to about 10 ms at 620K blocks).
-  //  2. Between two pieces, pass_lock hands mu to an engine thread waiting for it (its own
+  //  2. Between two pieces, pass_lock hands mu to a thread counted waiting for it (its own
   //     numbered protocol, parallel_drain.cpp); any other thread may take mu then as well.
   //  3. While the rebuild is part-way, the access calls (a drain), insert and erase (a worker
   //     finishing a move, an admission) use the index as it is: a block placed already
@@ -438,7 +438,7 @@ void Runtime::Impl::mover_pass(std::unique_lock<std::mutex> &lk) {
 }
 
 void Runtime::Impl::mover_loop() {
-  std::unique_lock lk(mu);
+  std::unique_lock lk = lock();
   while (!stopping) {
     mover_cv.wait_for(lk, std::chrono::milliseconds(2));
     if (stopping) break;
@@ -461,7 +461,7 @@ void Runtime::Impl::start_threads() {
 
 void Runtime::Impl::stop_threads() {
   {
-    std::lock_guard lk(mu);
+    const std::unique_lock lk = lock();
     stopping = true;
     // Queued moves that no worker has started are cancelled: each block stays where it was.
     while (!jobs.empty()) {
@@ -490,10 +490,10 @@ void Runtime::Impl::write_checkpoint_now(std::unique_lock<std::mutex> &lk) {
       checkpoint_written_tick = meta.current_tick;
     }
   } catch (...) {
-    lk.lock();
+    relock(lk);
     throw;
   }
-  lk.lock();
+  relock(lk);
 }
 
 // --- Write-out to the remote tier (lib/runtime/remote.hpp) ----------------------------------
@@ -530,12 +530,12 @@ void Runtime::Impl::policy_drop(std::unique_lock<std::mutex> &lk, NodeId id, boo
   if (wait) {
     lk.unlock();
     bool ok = remote->store(key, w.ptr, block_bytes);
-    lk.lock();
+    relock(lk);
     finish_writeout(w, ok);
     return;
   }
   bool queued = remote->store_async(key, w.ptr, block_bytes, [this, w](bool ok) {
-    std::lock_guard g(mu);
+    const std::unique_lock g = lock();
     finish_writeout(w, ok);
   });
   if (!queued) {

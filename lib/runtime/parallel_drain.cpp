@@ -11,7 +11,8 @@
 //
 // The parallel drain protocol (D: the thread that drains, holding M throughout; H: an engine
 // thread waiting for room in its full shard (wait_for_room) or for M, its shard full or in
-// step() (lock_helping), or one that found a drain open after its append):
+// step() (lock_helping) or to apply its batch at the call (lock_at_call), or one that found a
+// drain open after its append):
 //  1. [M held by D] D drains in parts only when more than one shard holds records, at least
 //     kMinRecords records wait, prefetching pays (many ids: the records miss the cache), and
 //     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as
@@ -207,7 +208,7 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
   // free. (A spin of 4,096 rounds yielding every 64th took the core from the thread holding M
   // where threads outnumbered cores: a TSan run of the drain test took 3.4 times as long.)
   // The count and the take are pass_lock's (below).
-  lock_waiters.fetch_add(1, std::memory_order_seq_cst);
+  lock_count.waiters.fetch_add(1, std::memory_order_seq_cst);
   bool taken = false;
   for (SpinBudget wait(ParallelDrain::kLockSpinUs);;) {
     if ((taken = lk.try_lock())) break;
@@ -215,19 +216,27 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
     if (!wait.spin()) break;
   }
   if (!taken) lk.lock();
-  lock_takes.fetch_add(1, std::memory_order_release);
-  lock_waiters.fetch_sub(1, std::memory_order_release);
+  lock_count.takes.fetch_add(1, std::memory_order_release);
+  lock_count.waiters.fetch_sub(1, std::memory_order_release);
 }
 
-// Handing M to a waiting engine thread (T: a thread in lock_helping; H: a holder of M that can
-// pause, the reconciliation's scan of every block, about 4 ms at 1M blocks in one piece):
-//  1. T counts itself in lock_waiters (seq_cst) before it tries M, and once it holds M counts a
-//     take in lock_takes and itself out (release).
-//  2. H, between two chunks of its work, reads lock_waiters (seq_cst). Zero: H goes on holding
-//     M (a T that counts itself in afterwards waits for the next chunk's end). Else H reads
-//     lock_takes, releases M, waits until lock_takes has changed (acquire: some T has held M)
-//     or 1 ms has passed, pausing and yielding meanwhile, and locks M again, blocking while T
-//     holds it.
+std::unique_lock<std::mutex> Runtime::Impl::lock() const {
+  std::unique_lock lk(mu, std::defer_lock);
+  relock(lk);
+  return lk;
+}
+
+// Handing M to a waiting thread (T: a thread in lock_helping, or one taking M through
+// LockCount::lock: Impl::lock, relock, a CountedCv's wait; H: a holder of M that can pause, the
+// reconciliation's scan of every block, about 4 ms at 1M blocks in one piece):
+//  1. T counts itself in lock_count.waiters (seq_cst) before it waits for M (lock_helping before
+//     its first try, LockCount::lock after a try that failed), and once it holds M counts a take
+//     in lock_count.takes and itself out (release).
+//  2. H, between two chunks of its work, reads lock_count.waiters (seq_cst). Zero: H goes on
+//     holding M (a T that counts itself in afterwards waits for the next chunk's end). Else H
+//     reads lock_count.takes, releases M, waits until it has changed (acquire: some T has held
+//     M) or 1 ms has passed, pausing and yielding meanwhile, and takes M again as a T does
+//     (relock), blocking while T holds it.
 //  3. Without step 2's wait H would take M back at once: std::mutex is not fair, and a T
 //     blocked in the kernel wakes after H has it again. With it, a T waits for M one chunk
 //     (about 0.06 ms at 1M blocks) rather than the whole scan (about 4 ms).
@@ -235,16 +244,16 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
 //     checked again under M before anything is moved (placement.cpp). The bound keeps H from
 //     waiting on a T that is slow to wake or on a count that other Ts keep above zero.
 void Runtime::Impl::pass_lock(std::unique_lock<std::mutex> &lk) noexcept {
-  if (lock_waiters.load(std::memory_order_seq_cst) == 0) return;
-  const uint64_t takes = lock_takes.load(std::memory_order_acquire);
+  if (lock_count.waiters.load(std::memory_order_seq_cst) == 0) return;
+  const uint64_t takes = lock_count.takes.load(std::memory_order_acquire);
   lk.unlock();
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   bool taken = false;
-  for (unsigned i = 0; !(taken = lock_takes.load(std::memory_order_acquire) != takes); ++i) {
+  for (unsigned i = 0; !(taken = lock_count.takes.load(std::memory_order_acquire) != takes); ++i) {
     if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
     wait_round(i);
   }
-  lk.lock();
+  relock(lk);
   if (taken) ++lock_handovers;
 }
 

@@ -171,7 +171,7 @@ size_t Runtime::Impl::reconcile(std::unique_lock<std::mutex> &lk, size_t budget)
     std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_low[t].begin(), rank_low[t].end(), lower);
     std::partial_sort_copy(rank_all[t].begin(), rank_all[t].end(), rank_high[t].begin(), rank_high[t].end(), higher);
   }
-  lk.lock();
+  relock(lk);
   if (stopping) return 0;
   const bool sync = cfg.synchronous;
   auto still = [&](const Ranked &r, int t) {

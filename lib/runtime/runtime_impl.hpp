@@ -4,7 +4,7 @@
 // One mutex (`mu`) guards everything below it: the score store (which is also the block
 // table: residency, pins, flags), every tier's pool and policy index, the job queue and the
 // counters. Accesses by handle are the exception: engine threads check and record them
-// without waiting for `mu`, and they are applied under it (access_log.cpp). Bytes are never copied under it: migrations copy with the lock released (see the
+// without `mu`, and apply them under it at the call or in a drain (access_log.cpp). Bytes are never copied under it: migrations copy with the lock released (see the
 // protocol in migration.cpp). Pool, index and store operations are O(1) or O(log n) and
 // allocation-free in steady state, so the lock is held for well under a microsecond per block.
 #pragma once
@@ -16,6 +16,7 @@
 #include "lib/memory/copy.hpp"
 #include "lib/memory/pool.hpp"
 #include "lib/runtime/access_log.hpp"
+#include "lib/runtime/counted_lock.hpp"
 #include "lib/runtime/parallel_drain.hpp"
 #include "lib/runtime/counters.hpp"
 #include "lib/runtime/remote.hpp"
@@ -27,7 +28,6 @@
 #include <cxltier/topology.hpp>
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -110,9 +110,13 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   CopyKernel kernel_up = CopyKernel::memcpy;  // promotions: the engine reads the block soon
 
   mutable std::mutex mu;
-  std::condition_variable moved_cv;  // a move finished (pin/release/close wait on it)
-  std::condition_variable work_cv;   // a job was queued, or stop
-  std::condition_variable mover_cv;  // wake the background mover, or stop
+  // The threads waiting for mu, counted (counted_lock.hpp): what engine threads stand aside for
+  // and pass_lock hands mu to. Every caller takes mu through lock(), relock(), lock_helping or
+  // a CountedCv's wait, except an engine thread applying its batch at the call.
+  mutable LockCount lock_count;
+  CountedCv moved_cv{lock_count};  // a move finished (pin/release/close wait on it)
+  CountedCv work_cv{lock_count};   // a job was queued, or stop
+  CountedCv mover_cv{lock_count};  // wake the background mover, or stop
   std::deque<MoveJob> jobs;
   size_t in_flight = 0;  // moves between step 1 and step 3 of the protocol
   bool stopping = false;
@@ -227,8 +231,9 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   }
   static constexpr size_t kPromoteQueueLimit = 65536;  // blocks queued for promotion at most
 
-  // --- access_log.cpp: accesses by handle, which wait for `mu` only with a full shard or a
-  // batch larger than a buffer (the protocol is there).
+  // --- access_log.cpp: accesses by handle, which wait for `mu` only with a full shard, a batch
+  // larger than a buffer, or for a bounded while to apply a batch at the call (the protocol is
+  // there).
   // Engine threads check a handle against its id's word here (the lowest ids) or its store
   // entry's place word, whose slot is set whenever the block becomes resident in a tier
   // (install) and cleared when it becomes resident nowhere (drop, release(forget),
@@ -286,10 +291,19 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool prefetch_pays() const noexcept;
   void note_id_limit() noexcept;
   std::atomic<bool> prefetch_ahead{false};  // see prefetch_pays (access_log.cpp)
-  // With one engine thread, access_handles applies its batch at the call when the mutex is free
-  // (access_log.cpp, step 2). Tests clear it to send every batch through the log.
+  // access_handles applies its batch at the call when it can take the mutex (access_log.cpp,
+  // step 2). Tests clear it to send every batch through the log.
   std::atomic<bool> apply_at_call{true};
   uint64_t batches_at_call = 0;  // [mu] batches applied at the call so (tests)
+  // Set while a thread holds mu to apply its batch at the call: another engine thread waits a
+  // bounded while for mu then, rather than leave its batch to a drain (access_log.cpp, step 2).
+  std::atomic<bool> applying_at_call{false};
+  static constexpr unsigned kAtCallWaitUs = 50;  // the most one batch waits for mu there (pausing)
+  std::atomic<unsigned> at_call_wait_us{kAtCallWaitUs};  // tests lengthen it
+  std::atomic<uint64_t> at_call_waits{0};  // waits begun so (tests)
+  // [no lock; true: mu taken] Step 2's take of mu for a batch applied at the call. by_entry: the
+  // batch's handles were checked by their store entries (many ids; step 1).
+  bool lock_at_call(bool by_entry) noexcept;
   bool all_lrfu = false;  // every tier's policy is the LRFU index (set at open)
   // --- parallel_drain.cpp: a drain applied by the draining thread and waiting engine threads.
   ParallelDrain par;
@@ -302,10 +316,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   // bounded while before blocking, so that a drain opened just after this thread began to wait
   // still finds it.
   void lock_helping(std::unique_lock<std::mutex> &lk) noexcept;
-  // Threads inside lock_helping (engine threads in step(), or draining a full shard), and how
-  // many times one of them has taken mu: what pass_lock hands mu to.
-  std::atomic<unsigned> lock_waiters{0};
-  std::atomic<uint64_t> lock_takes{0};
+  // [no lock; returns mu held] Lock mu for a call that decides from policy state (a query, an
+  // admission, the mover, a worker's finished copy), counted in lock_count while it waits:
+  // engine threads then leave mu to it (access_log.cpp, step 2) and a long holder passes it.
+  std::unique_lock<std::mutex> lock() const;
+  void relock(std::unique_lock<std::mutex> &lk) const { lock_count.lock(lk); }  // mu released a while
   uint64_t lock_handovers = 0;  // [mu] pass_lock calls in which a waiting thread took mu (tests read it)
   // [mu held, in lk] A long holder of mu that may pause (the reconciliation's scan) calls this
   // between its chunks: when a thread waits in lock_helping, mu is released until one such

@@ -319,14 +319,14 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
 void Runtime::close() {
   Impl &m = *impl_;
   {
-    std::lock_guard lk(m.mu);
+    const std::unique_lock lk = m.lock();
     if (m.closed) return;
     m.closed = true;
   }
   m.stop_threads();
   if (m.remote) m.remote->stop();  // every write-out finished (its slot freed) before memory goes
   if (!m.cfg.store_path.empty()) {
-    std::unique_lock lk(m.mu);
+    std::unique_lock lk = m.lock();
     m.drain_accesses();
     m.write_checkpoint_now(lk);
   }

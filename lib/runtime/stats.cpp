@@ -32,7 +32,7 @@ cxlt_stats_t Runtime::stats() const { return stats(true); }
 cxlt_stats_t Runtime::stats(bool measure_placement) const {
   const Impl &m = *impl_;
   thread_local std::vector<std::vector<double>> by_tier;  // keeps its capacity between calls
-  std::unique_lock lk(m.mu);
+  std::unique_lock lk = m.lock();
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   cxlt_stats_t s{};
   s.size = sizeof s;
@@ -68,7 +68,7 @@ cxlt_stats_t Runtime::stats(bool measure_placement) const {
     const uint64_t snapshot = m.snapshot_keep_values(by_tier), snapshot_step = m.now;
     lk.unlock();
     pm = count_inversions(by_tier);
-    lk.lock();
+    m.relock(lk);
     m.placement.record(pm, snapshot, snapshot_step);
   }
   s.inversions = pm.inversions;
@@ -142,7 +142,7 @@ size_t Runtime::tier_count() const { return impl_->tiers.size(); }
 cxlt_tier_info_t Runtime::tier_info(size_t rank) const {
   const Impl &m = *impl_;
   if (rank >= m.tiers.size()) fail(CXLT_ERROR_INVALID_ARGUMENT, "tier rank ", rank, " >= tier count ", m.tiers.size());
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   const TierRt &t = m.tiers[rank];
   cxlt_tier_info_t info{};
   info.rank = static_cast<int>(rank);
@@ -182,7 +182,7 @@ std::string Runtime::copy_method(size_t from, size_t to) const {
 
 std::string Runtime::validate() const {
   const Impl &m = *impl_;
-  std::lock_guard lk(m.mu);
+  const std::unique_lock lk = m.lock();
   const_cast<Impl &>(m).drain_accesses();  // recorded accesses count (applying them is logically const)
   std::string err;
   std::vector<uint32_t> per_tier(m.tiers.size(), 0), moving(m.tiers.size(), 0);

@@ -39,10 +39,23 @@ struct RuntimeTestAccess {
   static IndexUpkeep index_upkeep(Runtime &rt, size_t rank);
   // Whether the drain prefetches ahead now (enough ids: access_log.cpp, prefetch_pays).
   static bool prefetches_ahead(Runtime &rt);
-  // Whether access_handles with one engine thread may apply its batch at the call, the mutex
-  // being free (access_log.cpp, step 2; on by default). Off: every batch goes through the log,
-  // as with several engine threads, and is applied by the next drain.
+  // Whether access_handles may apply its batch at the call when it can take the mutex
+  // (access_log.cpp, step 2; on by default). Off: every batch goes through the log, and is
+  // applied by the next drain (in parts, with several engine threads and many records).
   static void apply_at_call(Runtime &rt, bool on);
+  // The runtime's mutex, held as an engine thread applying its batch at the call holds it
+  // (access_log.cpp, step 2), and released so: unlocked, then the mark cleared (so that a thread
+  // waiting for it, finding the mark, always tries again once more).
+  static std::unique_lock<std::mutex> hold_as_at_call(Runtime &rt);
+  static void release_as_at_call(Runtime &rt, std::unique_lock<std::mutex> &lk);
+  // How long an engine thread waits for another applying its batch at the call (50 µs by
+  // default), and how many such waits have begun.
+  static void set_at_call_wait_us(Runtime &rt, unsigned us);
+  static uint64_t at_call_waits(Runtime &rt);
+  // Threads counted as waiting for the runtime's mutex (in lock_helping or Impl::lock), and a
+  // count added or taken away by hand: what a waiting query looks like to an engine thread.
+  static unsigned lock_waiters(Runtime &rt);
+  static void add_lock_waiters(Runtime &rt, int delta);
   // The shard the calling thread records to in the runtime's access log (AccessLog::thread_shard).
   static int thread_shard(Runtime &rt);
   // Batches access_handles applied at the call so.

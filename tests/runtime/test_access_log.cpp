@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Accesses by handle, which wait for the runtime's mutex only with a full shard (lib/runtime/access_log.cpp): stale
+// Accesses by handle, applied at the call or through the log (lib/runtime/access_log.cpp): stale
 // handles still refused at the call, every recorded access visible to the next query, batches
 // larger than a buffer, and engine threads recording while another thread admits, drops,
 // steps and validates (every access that returned is counted exactly once); and the drain's
@@ -80,7 +80,7 @@ TEST(AccessLog, StaleHandlesAreRefusedAtTheCall) {
   }
 }
 
-// Run twice: batches applied at the call (one engine thread, the mutex free), and every batch
+// Run twice: batches applied at the call (the mutex free), and every batch
 // through the log (RuntimeTestAccess::apply_at_call off).
 TEST(AccessLog, EveryQuerySeesTheRecordedAccesses) {
   for (const bool at_call : {true, false}) {
@@ -108,7 +108,7 @@ TEST(AccessLog, EveryQuerySeesTheRecordedAccesses) {
   }
 }
 
-// With one engine thread a batch is applied at the call when the mutex is free; records the
+// A batch is applied at the call when the mutex is free; records the
 // thread appended to the log before (the mutex was taken then) come first. Two accesses of one
 // block with different attention give a different score in the other order.
 TEST(AccessLog, ABatchAppliedAtTheCallComesAfterTheRecordsBeforeIt) {
@@ -129,8 +129,9 @@ TEST(AccessLog, ABatchAppliedAtTheCallComesAfterTheRecordsBeforeIt) {
   EXPECT_EQ(rt->validate(), "");
 }
 
-// A batch that fits its shard never waits for the runtime's mutex: with another thread holding
-// it, the batch goes to the log, and the next query shows it once the mutex is free.
+// A batch that fits its shard never waits for the runtime's mutex held by a thread other than an
+// engine thread applying its batch: with another thread holding it, the batch goes to the log,
+// and the next query shows it once the mutex is free.
 TEST(AccessLog, ABatchNeverWaitsForTheMutex) {
   auto rt = Runtime::open(one_tier(8, 64));
   const uint64_t h = rt->admit(K(1)).handle;
@@ -155,12 +156,19 @@ TEST(AccessLog, ABatchNeverWaitsForTheMutex) {
   EXPECT_EQ(rt->validate(), "");
 }
 
-// A second engine thread's first access counts its shard, whether or not its batch was applied
-// at the call, and from then on no batch is applied at the call: they go through the log and
-// the drain in parts can take them.
-TEST(AccessLog, ASecondEngineThreadSendsEveryBatchThroughTheLog) {
-  auto rt = Runtime::open(one_tier(8, 64));
+// With few ids, a second engine thread's first access counts its shard, whether or not its
+// batch was applied at the call, and from then on no batch is applied at the call: they go
+// through the log, and the thread that drains applies them, every line staying in its core.
+// With many ids (the lines come from memory), every engine thread applies its batch at the
+// call when it can take the mutex: a second engine thread's too, in a shard of its own, and the
+// first thread's after it. With no waiter for the mutex that is every batch here.
+namespace {
+void second_engine_thread(bool many_ids) {
+  const uint32_t blocks = many_ids ? LowIdWords::kIds + 64 : 8;
+  auto rt = Runtime::open(one_tier(blocks, blocks + 64));
+  for (uint32_t i = 2; i < blocks; ++i) rt->admit(K(i));
   const uint64_t h = rt->admit(K(1)).handle;
+  ASSERT_EQ(RuntimeTestAccess::prefetches_ahead(*rt), many_ids) << "the test needs the check by entry, or by word";
   cxlt_policy_state_t before{}, st{};
   ASSERT_TRUE(rt->policy_state(K(1), &before));
   rt->access_handles(&h, nullptr, 1);
@@ -180,12 +188,113 @@ TEST(AccessLog, ASecondEngineThreadSendsEveryBatchThroughTheLog) {
   ++calls;
   ASSERT_NE(theirs, -1);
   ASSERT_NE(theirs, mine);
+  if (many_ids) {
+    EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 2u) << "the second engine thread's batch went through the log";
+  }
   const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
   rt->access_handles(&h, nullptr, 1);
   ++calls;
-  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call) << "a batch applied at the call beside a second engine thread";
+  if (many_ids) {
+    EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 3u) << "a batch went through the log beside a second engine thread";
+  } else {
+    EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call) << "a batch applied at the call beside a second engine thread";
+  }
   ASSERT_TRUE(rt->policy_state(K(1), &st));
   EXPECT_EQ(st.accesses, before.accesses + calls);
+  EXPECT_EQ(rt->validate(), "");
+}
+}  // namespace
+
+TEST(AccessLog, WithFewIdsASecondEngineThreadSendsEveryBatchThroughTheLog) { second_engine_thread(false); }
+
+TEST(AccessLog, WithManyIdsEveryEngineThreadAppliesItsBatchAtTheCall) { second_engine_thread(true); }
+
+// A call waiting for the runtime's mutex (a query here) counts itself, and while any thread is
+// counted so, an engine thread leaves the mutex to it: its batch goes through the log even with
+// the mutex free, and the next query shows it.
+TEST(AccessLog, EngineThreadsLeaveTheMutexToAWaitingCall) {
+  auto rt = Runtime::open(one_tier(8, 64));
+  const uint64_t h = rt->admit(K(1)).handle;
+  cxlt_policy_state_t before{}, st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &before));
+  ASSERT_EQ(RuntimeTestAccess::lock_waiters(*rt), 0u);
+  {
+    auto held = RuntimeTestAccess::lock_mutex(*rt);
+    auto query = std::async(std::launch::async, [&] {
+      cxlt_policy_state_t q{};
+      return rt->policy_state(K(1), &q);
+    });
+    bool counted = false;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         !counted && std::chrono::steady_clock::now() < until;)
+      if (!(counted = RuntimeTestAccess::lock_waiters(*rt) == 1)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    held.unlock();
+    EXPECT_TRUE(query.get());
+    ASSERT_TRUE(counted) << "a query waiting for the mutex was not counted";
+  }
+  EXPECT_EQ(RuntimeTestAccess::lock_waiters(*rt), 0u) << "the query did not count itself out";
+  RuntimeTestAccess::add_lock_waiters(*rt, 1);  // as a query waiting for the mutex looks
+  rt->access_handles(&h, nullptr, 1);
+  RuntimeTestAccess::add_lock_waiters(*rt, -1);
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 0u) << "the batch took the mutex ahead of a waiting call";
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before.accesses + 1);
+  rt->access_handles(&h, nullptr, 1);
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), 1u);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// With many ids, an engine thread that finds another applying its batch at the call waits for
+// it and applies its own batch at the call too; a call that counts itself waiting for the mutex
+// ends the wait, and the batch goes through the log. The wait is made long here (20 s) so that
+// the other thread's release always comes within it.
+TEST(AccessLog, AnEngineThreadWaitsForAnotherApplyingItsBatch) {
+  const uint32_t blocks = LowIdWords::kIds + 64;
+  auto rt = Runtime::open(one_tier(blocks, blocks + 64));
+  for (uint32_t i = 2; i < blocks; ++i) rt->admit(K(i));
+  const uint64_t h = rt->admit(K(1)).handle;
+  ASSERT_TRUE(RuntimeTestAccess::prefetches_ahead(*rt)) << "the test needs the check by entry";
+  cxlt_policy_state_t before{}, st{};
+  ASSERT_TRUE(rt->policy_state(K(1), &before));
+  rt->access_handles(&h, nullptr, 1);  // this thread's shard: the other thread's is a second
+  RuntimeTestAccess::set_at_call_wait_us(*rt, 20'000'000);
+  for (const bool waiter : {false, true}) {
+    SCOPED_TRACE(waiter ? "a call counted waiting" : "the holder releases");
+    const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
+    auto held = RuntimeTestAccess::hold_as_at_call(*rt);
+    const uint64_t waits = RuntimeTestAccess::at_call_waits(*rt);
+    std::atomic<bool> returned{false};
+    std::thread engine([&] {
+      rt->access_handles(&h, nullptr, 1);
+      returned = true;
+    });
+    bool waiting = false;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         !waiting && !returned && std::chrono::steady_clock::now() < until;)
+      if (!(waiting = RuntimeTestAccess::at_call_waits(*rt) > waits)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (waiter) {
+      RuntimeTestAccess::add_lock_waiters(*rt, 1);
+      // The batch goes to the log, the mutex still held here: well within the 20 s wait.
+      for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+           !returned && std::chrono::steady_clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const bool returned_held = returned.load();
+      RuntimeTestAccess::add_lock_waiters(*rt, -1);
+      RuntimeTestAccess::release_as_at_call(*rt, held);
+      engine.join();
+      EXPECT_TRUE(returned_held) << "the engine thread went on waiting beside a counted waiter";
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const bool returned_early = returned.load();
+      RuntimeTestAccess::release_as_at_call(*rt, held);
+      engine.join();
+      EXPECT_FALSE(returned_early) << "the engine thread did not wait for the mutex";
+    }
+    ASSERT_TRUE(waiting) << "the engine thread did not begin to wait";
+    EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call + (waiter ? 0 : 1));
+  }
+  ASSERT_TRUE(rt->policy_state(K(1), &st));
+  EXPECT_EQ(st.accesses, before.accesses + 3);
   EXPECT_EQ(rt->validate(), "");
 }
 
@@ -353,7 +462,7 @@ TEST(AccessLog, EngineThreadsRecordWhileAnotherThreadAdmitsAndDrops) {
 // and moves blocks while they are accessed; every block fits somewhere, so none is dropped),
 // where every victim is also audited against a full scan (validate reports a disagreement).
 namespace {
-void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
+void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks, bool at_call) {
   constexpr size_t kBatch = 512, kThreads = 3;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   constexpr int kRounds = 3, kBatches = 24;
@@ -361,6 +470,7 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
   constexpr int kRounds = 4, kBatches = 64;
 #endif
   auto rt = Runtime::open(cfg);
+  RuntimeTestAccess::apply_at_call(*rt, at_call);
   std::vector<uint64_t> handles(blocks);
   for (uint32_t i = 0; i < blocks; ++i) handles[i] = rt->admit(K(i)).handle;
   ASSERT_TRUE(rt->wait_idle(60000));
@@ -425,13 +535,18 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
     ASSERT_EQ(rt->validate(), "");
     rt->step();
   }
-  EXPECT_GT(RuntimeTestAccess::parallel_drains(*rt), 0u) << "no drain was applied in parts: the test tests nothing";
-  // How many parts engine threads applied for another thread's drain: timing decides, so it is
-  // reported, not asserted.
+  if (at_call) {
+    EXPECT_GT(RuntimeTestAccess::batches_applied_at_call(*rt), 0u) << "no batch was applied at the call: the test tests nothing";
+  } else {
+    EXPECT_GT(RuntimeTestAccess::parallel_drains(*rt), 0u) << "no drain was applied in parts: the test tests nothing";
+  }
+  // How many parts engine threads applied for another thread's drain, and how many batches were
+  // applied at the call: timing decides, so they are reported, not asserted.
   ::testing::Test::RecordProperty("parts_helped", std::to_string(RuntimeTestAccess::parts_helped(*rt)));
-  std::printf("drains in parts: %llu, parts applied by helping threads: %llu\n",
+  std::printf("drains in parts: %llu, parts applied by helping threads: %llu, batches applied at the call: %llu\n",
               static_cast<unsigned long long>(RuntimeTestAccess::parallel_drains(*rt)),
-              static_cast<unsigned long long>(RuntimeTestAccess::parts_helped(*rt)));
+              static_cast<unsigned long long>(RuntimeTestAccess::parts_helped(*rt)),
+              static_cast<unsigned long long>(RuntimeTestAccess::batches_applied_at_call(*rt)));
   ASSERT_TRUE(rt->wait_idle(60000));
   EXPECT_EQ(rt->validate(), "");
 }
@@ -439,12 +554,25 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks) {
 
 TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
   constexpr uint32_t kBlocks = 20000;
-  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks);
+  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, /*at_call=*/false);
   RuntimeConfig three = cxlt_test::three_tier_config(kBlocks / 8, kBlocks / 4, kBlocks, "null");
   three.synchronous = false;
   three.store_capacity = 2 * kBlocks;
   three.audit = true;  // every victim the mover's promotions ask for is checked by a full scan
-  drain_in_parts_round_trip(three, kBlocks);
+  drain_in_parts_round_trip(three, kBlocks, /*at_call=*/false);
+}
+
+// The same with batches applied at the call: the engine threads take the mutex in turn, each
+// waiting for the one applying its batch (access_log.cpp, step 2: 20,000 ids are enough for it),
+// while the reader's queries make them send batches through the log, drained in parts or not.
+TEST(AccessLog, EngineThreadsApplyingAtTheCallApplyEveryAccessOnce) {
+  constexpr uint32_t kBlocks = 20000;
+  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, /*at_call=*/true);
+  RuntimeConfig three = cxlt_test::three_tier_config(kBlocks / 8, kBlocks / 4, kBlocks, "null");
+  three.synchronous = false;
+  three.store_capacity = 2 * kBlocks;
+  three.audit = true;
+  drain_in_parts_round_trip(three, kBlocks, /*at_call=*/true);
 }
 
 // One engine thread's accesses by handle, drained in order by the thread that holds the mutex,
