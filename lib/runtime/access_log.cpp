@@ -24,22 +24,22 @@
 //     brings it to E's cache for the drain (step 3) that writes it: one line from memory per
 //     access.
 //  2. [M, tried] E counts its shard as used (AccessLog::join) from its first call. Unless a
-//     thread is counted in lock_waiters (one waiting for M in lock_helping or Impl::lock: step(),
-//     a full shard, a query, an admission, the mover, a worker's finished copy), or more than
-//     one shard is used and step 1 checked by the low-id words (few ids), E tries M
-//     (lock_at_call). When M is held by another engine thread applying its batch here
-//     (applying_at_call, set and cleared under M; read before each try, so a holder that clears
-//     it just before releasing M is still waited for), more than one shard is used, and fewer
-//     than kAtCallHandoffs batches in a row were taken after such a wait, E keeps trying for up
-//     to kAtCallWaitUs, pausing and helping any drain in parts, and stops when a thread is
-//     counted waiting. When it has M, E sets
+//     thread is counted in lock_count.waiters (every other taker of M counts itself while it
+//     waits: lock_helping, Impl::lock and relock, a CountedCv's wait; so step(), a full shard, a
+//     query, an admission, the mover, a worker's finished copy), or more than one shard is used
+//     and step 1 checked by the low-id words (few ids), E tries M (lock_at_call). When M is held
+//     by another engine thread applying its batch here (applying_at_call, set under M after it
+//     is taken and cleared under M before it is released; E reads it before each try), and more
+//     than one shard is used, E keeps trying for up to kAtCallWaitUs from the first try,
+//     pausing and helping any drain in parts, and stops when a thread is counted waiting or the
+//     flag was clear before a failed try (M held by a drain, a query, the mover; or the holder
+//     was between clearing the flag and releasing M: a slower path only). When it has M, E sets
 //     applying_at_call, drains (step 3: every waiting record, its own earlier ones among them,
 //     comes first) and applies the batch itself, in order, each record checked again and
-//     applied as step 3 applies one, clears the flag and appends nothing. The bound on batches
-//     in a row leaves M free while the holder checks its next batch, for a thread blocked on M
-//     that no count shows (a condition variable's waiter). Otherwise (M held by another thread,
-//     such as the mover, a stats poller, a query or a drain; a thread waiting for M; or no turn
-//     within the wait):
+//     applied as step 3 applies one, clears the flag and appends nothing. A counted waiter gets
+//     M after at most the batches already applying or past their check of the count. Otherwise
+//     (M held by another thread, such as the mover, a stats poller, a query or a drain; a thread
+//     waiting for M; or no turn within the wait):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
 //     shard's active buffer. Each of the first kShards threads to record in this runtime owns
 //     a shard, claimed at its first access (later threads share one, each always the same), so

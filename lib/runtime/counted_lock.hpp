@@ -20,17 +20,23 @@ struct LockCount {
   std::atomic<unsigned> waiters{0};  // threads waiting for the mutex (seq_cst increments)
   std::atomic<uint64_t> takes{0};    // times a counted thread has taken it
 
-  // [no lock; takes the mutex into lk] Free: taken at once, nothing counted. Otherwise counted
-  // (seq_cst, before the wait) until taken; the take is counted after it (release).
-  void lock(std::unique_lock<std::mutex> &lk) {
-    if (lk.try_lock()) return;
+  // [no lock; takes the mutex into lk] Free: taken at once, nothing counted. Otherwise as
+  // lock_counted with nothing to do while waiting.
+  void lock(std::unique_lock<std::mutex> &lk) noexcept {
+    if (!lk.try_lock()) lock_counted(lk, [] { return false; });
+  }
+  // [no lock; takes the mutex into lk] Counted (seq_cst) before the first try, then tries the
+  // mutex and calls `meanwhile` between tries for as long as it returns true (a bounded spin,
+  // helping other work), then blocks; the take is counted (release) before the count is taken
+  // back. noexcept: std::mutex::lock throws only on a misuse, and a waiter that left a
+  // condition variable's wait without the mutex would run its cleanup unlocked.
+  template <class Meanwhile>
+  void lock_counted(std::unique_lock<std::mutex> &lk, Meanwhile meanwhile) noexcept {
     waiters.fetch_add(1, std::memory_order_seq_cst);
-    try {
-      lk.lock();
-    } catch (...) {
-      waiters.fetch_sub(1, std::memory_order_release);
-      throw;
+    bool taken = false;
+    while (!(taken = lk.try_lock()) && meanwhile()) {
     }
+    if (!taken) lk.lock();
     takes.fetch_add(1, std::memory_order_release);
     waiters.fetch_sub(1, std::memory_order_release);
   }
@@ -40,7 +46,7 @@ struct LockCount {
 // LockCount::lock, so that they are counted while they wait for it as any other caller is.
 class CountedCv {
 public:
-  explicit CountedCv(LockCount &count) noexcept : count_(count) {}
+  explicit CountedCv(LockCount &count) : count_(count) {}  // the condition variable allocates
   CountedCv(const CountedCv &) = delete;
   CountedCv &operator=(const CountedCv &) = delete;
 
@@ -72,7 +78,7 @@ private:
   struct Relock {
     LockCount &count;
     std::unique_lock<std::mutex> &lk;
-    void lock() { count.lock(lk); }
+    void lock() noexcept { count.lock(lk); }
     void unlock() { lk.unlock(); }
   };
   LockCount &count_;

@@ -208,16 +208,8 @@ void Runtime::Impl::lock_helping(std::unique_lock<std::mutex> &lk) noexcept {
   // free. (A spin of 4,096 rounds yielding every 64th took the core from the thread holding M
   // where threads outnumbered cores: a TSan run of the drain test took 3.4 times as long.)
   // The count and the take are pass_lock's (below).
-  lock_count.waiters.fetch_add(1, std::memory_order_seq_cst);
-  bool taken = false;
-  for (SpinBudget wait(ParallelDrain::kLockSpinUs);;) {
-    if ((taken = lk.try_lock())) break;
-    if (help_drain()) continue;
-    if (!wait.spin()) break;
-  }
-  if (!taken) lk.lock();
-  lock_count.takes.fetch_add(1, std::memory_order_release);
-  lock_count.waiters.fetch_sub(1, std::memory_order_release);
+  SpinBudget wait(ParallelDrain::kLockSpinUs);
+  lock_count.lock_counted(lk, [&] { return help_drain() || wait.spin(); });
 }
 
 std::unique_lock<std::mutex> Runtime::Impl::lock() const {

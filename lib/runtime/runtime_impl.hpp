@@ -323,8 +323,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   void relock(std::unique_lock<std::mutex> &lk) const { lock_count.lock(lk); }  // mu released a while
   uint64_t lock_handovers = 0;  // [mu] pass_lock calls in which a waiting thread took mu (tests read it)
   // [mu held, in lk] A long holder of mu that may pause (the reconciliation's scan) calls this
-  // between its chunks: when a thread waits in lock_helping, mu is released until one such
-  // thread has taken it, or for 1 ms at most, and then taken back (after that thread is done
+  // between its chunks: when a thread is counted waiting for mu (lock_count), mu is released
+  // until one such thread has taken it, or for 1 ms at most, and then taken back (after that thread is done
   // with it). Anything read under mu before the call may have changed after it.
   void pass_lock(std::unique_lock<std::mutex> &lk) noexcept;
   // [no lock] With the caller's shard full and more than one engine thread: wait a bounded

@@ -44,15 +44,19 @@ struct RuntimeTestAccess {
   // applied by the next drain (in parts, with several engine threads and many records).
   static void apply_at_call(Runtime &rt, bool on);
   // The runtime's mutex, held as an engine thread applying its batch at the call holds it
-  // (access_log.cpp, step 2), and released so: unlocked, then the mark cleared (so that a thread
-  // waiting for it, finding the mark, always tries again once more).
+  // (marked: access_log.cpp, step 2), and released unlocked first, then the mark cleared, so
+  // that a thread waiting for it always finds it free once the mark is gone. (The engine
+  // thread's own release clears the mark under the mutex first: a waiter that reads the mark
+  // between the two gives up and appends, a slower path only.)
   static std::unique_lock<std::mutex> hold_as_at_call(Runtime &rt);
   static void release_as_at_call(Runtime &rt, std::unique_lock<std::mutex> &lk);
   // How long an engine thread waits for another applying its batch at the call (50 µs by
-  // default), and how many such waits have begun.
+  // default), and how many times an engine thread, finding the mutex taken with several
+  // shards used, began to try it again (ending at once when the holder is not marked).
   static void set_at_call_wait_us(Runtime &rt, unsigned us);
   static uint64_t at_call_waits(Runtime &rt);
-  // Threads counted as waiting for the runtime's mutex (in lock_helping or Impl::lock), and a
+  // Threads counted as waiting for the runtime's mutex (LockCount: lock_helping, Impl::lock and
+  // relock, a CountedCv's wait), and a
   // count added or taken away by hand: what a waiting query looks like to an engine thread.
   static unsigned lock_waiters(Runtime &rt);
   static void add_lock_waiters(Runtime &rt, int delta);

@@ -246,8 +246,9 @@ TEST(AccessLog, EngineThreadsLeaveTheMutexToAWaitingCall) {
 
 // With many ids, an engine thread that finds another applying its batch at the call waits for
 // it and applies its own batch at the call too; a call that counts itself waiting for the mutex
-// ends the wait, and the batch goes through the log. The wait is made long here (20 s) so that
-// the other thread's release always comes within it.
+// ends the wait, and the batch goes through the log; a holder not applying a batch (a query, the
+// mover) is not waited for at all. The wait is made long here (20 s) so that the other thread's
+// release always comes within it.
 TEST(AccessLog, AnEngineThreadWaitsForAnotherApplyingItsBatch) {
   const uint32_t blocks = LowIdWords::kIds + 64;
   auto rt = Runtime::open(one_tier(blocks, blocks + 64));
@@ -258,6 +259,17 @@ TEST(AccessLog, AnEngineThreadWaitsForAnotherApplyingItsBatch) {
   ASSERT_TRUE(rt->policy_state(K(1), &before));
   rt->access_handles(&h, nullptr, 1);  // this thread's shard: the other thread's is a second
   RuntimeTestAccess::set_at_call_wait_us(*rt, 20'000'000);
+  {
+    SCOPED_TRACE("a holder not applying a batch");
+    const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
+    auto held = RuntimeTestAccess::lock_mutex(*rt);
+    auto call = std::async(std::launch::async, [&] { rt->access_handles(&h, nullptr, 1); });
+    const bool returned = call.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    held.unlock();
+    call.get();
+    EXPECT_TRUE(returned) << "the engine thread waited for a holder not applying a batch";
+    EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call);
+  }
   for (const bool waiter : {false, true}) {
     SCOPED_TRACE(waiter ? "a call counted waiting" : "the holder releases");
     const uint64_t at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
@@ -294,7 +306,48 @@ TEST(AccessLog, AnEngineThreadWaitsForAnotherApplyingItsBatch) {
     EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call + (waiter ? 0 : 1));
   }
   ASSERT_TRUE(rt->policy_state(K(1), &st));
-  EXPECT_EQ(st.accesses, before.accesses + 3);
+  EXPECT_EQ(st.accesses, before.accesses + 4);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// A batch applied at the call drains what waits in the log first, in parts when enough records
+// of more than one engine thread wait (parallel_drain.cpp): every access counted once.
+TEST(AccessLog, ABatchAppliedAtTheCallDrainsTheLogInParts) {
+  constexpr uint32_t kBlocks = 20000;
+  constexpr size_t kPerThread = 1536, kBatch = 512;
+  auto rt = Runtime::open(one_tier(kBlocks, kBlocks + 64));
+  std::vector<uint64_t> handles(kBlocks);
+  for (uint32_t i = 0; i < kBlocks; ++i) handles[i] = rt->admit(K(i)).handle;
+  ASSERT_TRUE(RuntimeTestAccess::prefetches_ahead(*rt));
+  std::vector<cxlt_policy_state_t> before(kBlocks);
+  for (uint32_t i = 0; i < kBlocks; ++i) ASSERT_TRUE(rt->policy_state(K(i), &before[i]));
+  std::vector<uint32_t> count(kBlocks, 0);
+  std::vector<uint64_t> batch[2];
+  std::mt19937_64 rng(5);
+  for (auto &b : batch)
+    for (size_t i = 0; i < kPerThread; ++i) {
+      const uint32_t id = static_cast<uint32_t>(rng() % kBlocks);
+      b.push_back(handles[id]);
+      ++count[id];
+    }
+  RuntimeTestAccess::apply_at_call(*rt, false);  // both threads' records wait in the log
+  const auto record = [&](const std::vector<uint64_t> &b) {
+    for (size_t at = 0; at < b.size(); at += kBatch) rt->access_handles(b.data() + at, nullptr, kBatch);
+  };
+  std::thread other([&] { record(batch[1]); });
+  other.join();
+  record(batch[0]);
+  RuntimeTestAccess::apply_at_call(*rt, true);
+  const uint64_t drains = RuntimeTestAccess::parallel_drains(*rt), at_call = RuntimeTestAccess::batches_applied_at_call(*rt);
+  rt->access_handles(&handles[7], nullptr, 1);
+  ++count[7];
+  EXPECT_EQ(RuntimeTestAccess::batches_applied_at_call(*rt), at_call + 1);
+  EXPECT_EQ(RuntimeTestAccess::parallel_drains(*rt), drains + 1) << "the log was not drained in parts";
+  for (uint32_t i = 0; i < kBlocks; ++i) {
+    cxlt_policy_state_t st{};
+    ASSERT_TRUE(rt->policy_state(K(i), &st));
+    ASSERT_EQ(st.accesses, before[i].accesses + count[i]) << "block " << i;
+  }
   EXPECT_EQ(rt->validate(), "");
 }
 
@@ -564,7 +617,8 @@ TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
 
 // The same with batches applied at the call: the engine threads take the mutex in turn, each
 // waiting for the one applying its batch (access_log.cpp, step 2: 20,000 ids are enough for it),
-// while the reader's queries make them send batches through the log, drained in parts or not.
+// while the reader's queries (and, on three tiers, the mover) make them send batches through the
+// log, drained by the next call that takes the mutex (in parts where enough records wait).
 TEST(AccessLog, EngineThreadsApplyingAtTheCallApplyEveryAccessOnce) {
   constexpr uint32_t kBlocks = 20000;
   drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, /*at_call=*/true);
