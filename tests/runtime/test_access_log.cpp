@@ -603,31 +603,26 @@ void drain_in_parts_round_trip(const RuntimeConfig &cfg, uint32_t blocks, bool a
   ASSERT_TRUE(rt->wait_idle(60000));
   EXPECT_EQ(rt->validate(), "");
 }
-}  // namespace
 
-TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) {
+// The round trip on one synchronous tier, then on three tiers with the mover.
+void drain_round_trips(bool at_call) {
   constexpr uint32_t kBlocks = 20000;
-  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, /*at_call=*/false);
+  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, at_call);
   RuntimeConfig three = cxlt_test::three_tier_config(kBlocks / 8, kBlocks / 4, kBlocks, "null");
   three.synchronous = false;
   three.store_capacity = 2 * kBlocks;
   three.audit = true;  // every victim the mover's promotions ask for is checked by a full scan
-  drain_in_parts_round_trip(three, kBlocks, /*at_call=*/false);
+  drain_in_parts_round_trip(three, kBlocks, at_call);
 }
+}  // namespace
+
+TEST(AccessLog, DrainInPartsAppliesEveryAccessOnce) { drain_round_trips(/*at_call=*/false); }
 
 // The same with batches applied at the call: the engine threads take the mutex in turn, each
 // waiting for the one applying its batch (access_log.cpp, step 2: 20,000 ids are enough for it),
 // while the reader's queries (and, on three tiers, the mover) make them send batches through the
 // log, drained by the next call that takes the mutex (in parts where enough records wait).
-TEST(AccessLog, EngineThreadsApplyingAtTheCallApplyEveryAccessOnce) {
-  constexpr uint32_t kBlocks = 20000;
-  drain_in_parts_round_trip(one_tier(kBlocks, 2 * kBlocks), kBlocks, /*at_call=*/true);
-  RuntimeConfig three = cxlt_test::three_tier_config(kBlocks / 8, kBlocks / 4, kBlocks, "null");
-  three.synchronous = false;
-  three.store_capacity = 2 * kBlocks;
-  three.audit = true;
-  drain_in_parts_round_trip(three, kBlocks, /*at_call=*/true);
-}
+TEST(AccessLog, EngineThreadsApplyingAtTheCallApplyEveryAccessOnce) { drain_round_trips(/*at_call=*/true); }
 
 // One engine thread's accesses by handle, drained in order by the thread that holds the mutex,
 // and applied at the call (access_log.cpp step 2), against access by key (the locked path), on
