@@ -2,15 +2,16 @@
 // The configuration as TOML: loading a file or a string through the key table (keys.hpp),
 // with every error naming the file, line and column, and to_toml(), the effective values.
 #include "lib/config/keys.hpp"
+#include "lib/core/read_upto.hpp"
 
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include <fcntl.h>
@@ -184,18 +185,15 @@ void RuntimeConfig::load_toml_file(const std::string &path) {
     ::close(fd);
     fail(CXLT_ERROR_IO, "cannot read config file '", path, "': not a regular file (a FIFO, device or directory)");
   }
-  std::FILE *f = ::fdopen(fd, "rb");
-  if (f == nullptr) {
-    int err = errno;
-    ::close(fd);
-    fail(CXLT_ERROR_IO, "cannot open config file '", path, "': ", std::strerror(err));
-  }
   std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
+  int err = 0;
+  try {
+    err = read_upto(fd, text, std::numeric_limits<size_t>::max());
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
   if (err != 0) fail(CXLT_ERROR_IO, "cannot read config file '", path, "': ", std::strerror(err));
   std::string dir = std::filesystem::path(path).parent_path().string();
   load_text(*this, text, path, dir.empty() ? "." : dir);

@@ -2,6 +2,8 @@
 // The password file reader (secret_file.hpp).
 #include "lib/core/secret_file.hpp"
 
+#include "lib/core/read_upto.hpp"
+
 #include <cxltier/error.hpp>
 
 #include <cerrno>
@@ -26,23 +28,12 @@ std::string read_password_file(const std::string &path, const std::string &what)
     fail(CXLT_ERROR_CONFIG, what, " = '", path, "' is ", static_cast<uint64_t>(st.st_size),
          " bytes; a password file holds at most ", kMaxPasswordFileBytes);
   }
-  std::string buf(kMaxPasswordFileBytes + 1, '\0');
-  size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(CXLT_ERROR_CONFIG, what, " = '", path, "' cannot be read: ", std::strerror(err));
-    }
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
+  std::string buf;
+  const int err = read_upto(fd, buf, kMaxPasswordFileBytes + 1);
   ::close(fd);
-  if (got > kMaxPasswordFileBytes)  // grew since fstat
+  if (err != 0) fail(CXLT_ERROR_CONFIG, what, " = '", path, "' cannot be read: ", std::strerror(err));
+  if (buf.size() > kMaxPasswordFileBytes)  // grew since fstat
     fail(CXLT_ERROR_CONFIG, what, " = '", path, "' is larger than ", kMaxPasswordFileBytes, " bytes");
-  buf.resize(got);
   std::string line = buf.substr(0, buf.find('\n'));
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
   if (line.empty()) fail(CXLT_ERROR_CONFIG, what, " = '", path, "': the first line is empty");

@@ -5,6 +5,7 @@
 #include "lib/store/score_store.hpp"
 
 #include "lib/core/assert.hpp"
+#include "lib/core/read_upto.hpp"
 
 #include <cxltier/error.hpp>
 
@@ -203,25 +204,18 @@ LoadedCheckpoint ScoreStore::load(const std::string &path) {
     ::close(fd);
     fail(CXLT_ERROR_IO, "score store ", path, " is not a regular file");
   }
-  auto read_at = [&](std::string &buf, size_t from) {
-    size_t got = from;
-    while (got < buf.size()) {
-      ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    return got;
-  };
+  // A failed read leaves the buffer short, which is refused below as a short read.
   // The header first: a foreign or mis-sized file is refused before its bulk is read.
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  std::string buf(static_cast<size_t>(std::min<uint64_t>(size, kHeader)), '\0');
-  size_t got = read_at(buf, 0);
-  if (got == buf.size() && (size < kHeader || std::memcmp(buf.data(), kMagic, 8) != 0)) {
+  const size_t head = static_cast<size_t>(std::min<uint64_t>(size, kHeader));
+  std::string buf;
+  (void)read_upto(fd, buf, head);
+  const bool whole_head = buf.size() == head;
+  if (whole_head && (size < kHeader || std::memcmp(buf.data(), kMagic, 8) != 0)) {
     ::close(fd);
     parse_checkpoint(buf, path);  // throws: bad magic or truncated header
   }
-  if (got == buf.size() && get<uint32_t>(buf.data() + 60) == XXH32(buf.data(), 60, 0)) {
+  if (whole_head && get<uint32_t>(buf.data() + 60) == XXH32(buf.data(), 60, 0)) {
     const uint64_t count = get<uint64_t>(buf.data() + 16);
     if (count <= (1ull << 32) && size != expected_size(count)) {
       ::close(fd);
@@ -229,13 +223,11 @@ LoadedCheckpoint ScoreStore::load(const std::string &path) {
            count, " states (truncated or padded)");
     }
   }
-  if (got == buf.size()) {
-    buf.resize(static_cast<size_t>(size));
-    got = read_at(buf, got);
-  }
+  if (whole_head) (void)read_upto(fd, buf, static_cast<size_t>(size));
   ::close(fd);
   remove_stale_temps(path);
-  if (got != buf.size()) fail(CXLT_ERROR_CORRUPT, "score store ", path, ": short read");
+  if (buf.size() != (whole_head ? static_cast<size_t>(size) : head))
+    fail(CXLT_ERROR_CORRUPT, "score store ", path, ": short read");
   return parse_checkpoint(buf, path);
 }
 

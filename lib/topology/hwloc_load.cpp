@@ -5,9 +5,10 @@
 #include "lib/topology/hwloc_load.hpp"
 #include "lib/topology/xml_bitmaps.hpp"
 
+#include "lib/core/read_upto.hpp"
+
 #include <cxltier/error.hpp>
 
-#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -145,22 +146,12 @@ HwlocTopology load_xml_file(const std::string &path) {
   if (!S_ISREG(st.st_mode))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name,
          ": not a regular file (a pipe or a device; write the XML to a file)");
-  // Reads until `text` holds `upto` bytes or the file ends.
   std::string text;
-  const auto read_upto = [&](size_t upto) {
-    char buf[65536];
-    while (text.size() < upto) {
-      const ssize_t got = ::read(fd, buf, std::min(sizeof buf, upto - text.size()));
-      if (got > 0) {
-        text.append(buf, static_cast<size_t>(got));
-      } else if (got == 0) {
-        return;
-      } else if (errno != EINTR) {
-        fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(errno));
-      }
-    }
+  const auto read_to = [&](size_t upto) {
+    if (const int err = read_upto(fd, text, upto); err != 0)
+      fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read error: ", std::strerror(err));
   };
-  read_upto(4096);  // the head: a file that is no hwloc XML is refused before the rest is read
+  read_to(4096);  // the head: a file that is no hwloc XML is refused before the rest is read
   const std::string head = text;
   if (head.empty()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": the file is empty");
   size_t first = head.find_first_not_of(" \t\r\n");
@@ -182,15 +173,13 @@ HwlocTopology load_xml_file(const std::string &path) {
   if (static_cast<uint64_t>(st.st_size) >= static_cast<uint64_t>(INT_MAX))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", static_cast<long long>(st.st_size),
          " bytes is more than hwloc reads");
-  read_upto(static_cast<size_t>(INT_MAX));
+  read_to(static_cast<size_t>(INT_MAX));
   if (text.size() != static_cast<size_t>(st.st_size))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read ", text.size(), " of its ",
          static_cast<long long>(st.st_size), " bytes (a read error, or the file changed while it was read)");
   refuse_malformed_bitmaps(text, name);
 
-  HwlocTopology h = new_handle(name);
-  if (text.size() >= static_cast<size_t>(INT_MAX))
-    fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": ", text.size(), " bytes is more than hwloc reads");
+  HwlocTopology h = new_handle(name);  // text.size() is st.st_size, below INT_MAX
   if (hwloc_topology_set_xmlbuffer(h.get(), text.c_str(), static_cast<int>(text.size() + 1)) != 0 ||
       hwloc_topology_load(h.get()) != 0) {
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": malformed or truncated hwloc XML (hwloc ",
