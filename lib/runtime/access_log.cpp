@@ -41,9 +41,10 @@
 //     (M held by another thread, such as the mover, a stats poller, a query or a drain; a thread
 //     waiting for M; or no turn within the wait):
 //     [E's shard lock] E appends (id, generation, attention) for the whole batch to its
-//     shard's active buffer. Each of the first kShards threads to record in this runtime owns
+//     shard's active buffer, and takes the batch's number from the log's counter
+//     (AccessLog::Batch). Each of the first kShards threads to record in this runtime owns
 //     a shard, claimed at its first access (later threads share one, each always the same), so
-//     engine threads append in parallel; the shard lock covers the copy of the batch only, and
+//     engine threads append in parallel; the shard lock covers the copy of the batch and its number only, and
 //     a thread that finds it taken pauses up to kShardLockSpinUs before it blocks (so does the
 //     drainer's swap in step 3). When the buffer has no room and more than one shard has been
 //     used (other engine threads record, or did), E first waits a bounded while for another
@@ -56,12 +57,14 @@
 //     a drain under way (parallel_drain.cpp).
 //  3. [M held] A drain. Every call that takes M to read or decide from policy state (admit,
 //     access by key, reference, lookup, move, pin, unpin, release, policy_state, step,
-//     checkpoint, stats, validate, close) and the background mover's pass drain first. Each
-//     shard's active buffer is swapped for its empty one under the shard lock (appenders go on
-//     into the other), then its records are applied in order, M held, with the store line of
+//     checkpoint, stats, validate, close) and the background mover's pass drain first. Every
+//     shard's active buffer is swapped for its empty one, every shard lock held at once
+//     (AccessLog::take; appenders go on into the other), then the batches are applied in the
+//     order of their numbers, each batch's records in order, M held, with the store line of
 //     the record 16 ahead prefetched (and, for policies other than LRFU, the index lines of the
 //     one 8 ahead) (or, with several engine threads and many
-//     records, cut into parts by the shard that recorded them, which the drainer and waiting
+//     records whose shards' batches do not interleave, cut into parts by the shard that
+//     recorded them, which the drainer and waiting
 //     engine threads apply at once, each its own shard's first: parallel_drain.cpp, whose
 //     protocol keeps everything this one states). Each record
 //     is checked again: a record
@@ -73,16 +76,18 @@
 //     split access, to the same effect: apply_in_order_lrfu).
 //  4. Order. One thread's accesses are applied in the order it made them and before anything
 //     it does next under M (that call drains first). step() drains before it advances the
-//     clock, so an access counts at the step in which it was made. Accesses of two threads
-//     waiting in one drain are applied shard by shard, whatever order they were made in: an
-//     access that returned in one thread before another thread made its access to the same
-//     block (without a call that drains between them) can be applied after it, where M would
-//     have applied it first; for LRFU the block's score then differs in rounding and in which
-//     attention weighs most. Engines that need that order across threads call step() (or any
-//     draining call) between. So
+//     clock, so an access counts at the step in which it was made. Accesses of several
+//     threads are applied in an order M could have taken them in: a batch that returned before
+//     another thread's batch began is applied first. Appended, it took a smaller number
+//     (taken under the shard lock during the append; one counter's order follows
+//     happens-before), and every batch taken in a drain was appended before every shard lock
+//     was held (step 3), so the later batch is in the same drain or a later one. Applied at the
+//     call, it was applied under M before the later batch's call began. A batch applied at the
+//     call drains first, so it comes after every batch appended before it began. So
 //     policy_state after access shows the access, and every victim choice, promotion
 //     decision, stats() and checkpoint sees every access that returned before it began.
-//  5. Locks. M, then a shard lock; E never holds a shard lock while it waits for M. Copies run
+//  5. Locks. M, then the shard locks: E holds its own shard's only, never while it waits for
+//     M; the drainer, holding M, takes every shard's in shard order (AccessLog::take). Copies run
 //     without M (the migration protocol) and never touch a shard, so E never waits for a copy.
 //     The block table, pools and indexes are still written under M only: no block is lost or
 //     torn, pinned blocks never move and budgets hold as before.
@@ -158,22 +163,57 @@ bool AccessLog::append(const uint64_t *handles, const float *attention, size_t n
   std::lock_guard g(s.mu, std::adopt_lock);
   if (!s.active) {  // a shard's buffers are allocated at its first use (once per shard)
     try {
-      s.bufs[0].reset(new AccessRecord[kCapacity]);
-      s.bufs[1].reset(new AccessRecord[kCapacity]);
+      for (size_t b = 0; b < 2; ++b) {
+        s.bufs[b].reset(new AccessRecord[kCapacity]);
+        s.batch_bufs[b].reset(new Batch[kCapacity]);
+      }
     } catch (const std::bad_alloc &) {
-      s.bufs[0].reset();
-      s.bufs[1].reset();
+      for (size_t b = 0; b < 2; ++b) {
+        s.bufs[b].reset();
+        s.batch_bufs[b].reset();
+      }
       return false;  // the caller applies the batch under the runtime's mutex instead
     }
     s.active = s.bufs[0].get();
+    s.batches = s.batch_bufs[0].get();
     mark_used(s);
   }
   if (kCapacity - s.n < n) return false;
   AccessRecord *d = s.active + s.n;
   for (size_t i = 0; i < n; ++i) d[i] = AccessRecord::of(handles, attention, i);
   s.n += n;
+  // The number is taken under the shard lock, after every batch this thread appended or
+  // applied before: the counter's order of numbers follows the order in which batches were made
+  // (one atomic's modifications follow happens-before), and take() swaps every shard at once.
+  s.batches[s.nbatches++] = {next_batch_.fetch_add(1, std::memory_order_relaxed), static_cast<uint32_t>(s.n)};
   pending_.fetch_add(n, std::memory_order_acq_rel);
   return true;
+}
+
+size_t AccessLog::take(Taken *out) noexcept {
+  // Every shard is locked, in shard order, before any is swapped (only the drainer holds more
+  // than one shard lock, and it holds M: no cycle). A batch appended to a shard locked early
+  // cannot then land in the next drain while one appended after it, to a shard locked later,
+  // lands in this one. What it costs: while the drainer waits for one shard's append, the
+  // shards it holds wait too (an append's copy is microseconds; an appender descheduled
+  // mid-copy holds them for its time off the core, as it held its own shard before).
+  for (Shard &s : shards_) lock_spinning(s.mu, kShardLockSpinUs);
+  size_t taken = 0, records = 0;
+  for (unsigned k = 0; k < kShards; ++k) {
+    Shard &s = shards_[k];
+    if (s.n != 0) {
+      out[taken++] = {k, s.active, s.batches, s.nbatches};
+      records += s.n;
+      const bool first = s.active == s.bufs[0].get();
+      s.active = s.bufs[first ? 1 : 0].get();
+      s.batches = s.batch_bufs[first ? 1 : 0].get();
+      s.n = 0;
+      s.nbatches = 0;
+    }
+    s.mu.unlock();
+  }
+  if (records != 0) pending_.fetch_sub(records, std::memory_order_acq_rel);
+  return taken;
 }
 
 // --- Runtime::Impl ----------------------------------------------------------------------------

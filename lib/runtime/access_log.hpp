@@ -74,7 +74,11 @@ struct AccessRecord {
 // first kShards threads to record in this log owns a shard of its own (later ones share one,
 // by the thread's token), so two engine threads append in parallel and a drain swaps a shard's
 // buffer out rather than holding the shard while it applies. A thread keeps its shard in a
-// log for the log's life: its records stay in the order it made them.
+// log for the log's life: its records stay in the order it made them. Each appended batch takes
+// a number from one counter (AccessLog::Batch), and a drain hands the batches on in the order
+// of their numbers, whatever shards they are in: a batch appended after another had been
+// appended (in another thread that synchronised with this one, or in this one) is applied after
+// it, as the runtime's mutex would have applied them.
 class AccessLog {
 public:
   static constexpr size_t kShards = 8;
@@ -86,6 +90,24 @@ public:
   // time for a wake-up that took longer than the copy.
   static constexpr unsigned kShardLockSpinUs = 20;
 
+  // One appended batch in a shard's buffer: its number (from the log's counter, taken under the
+  // shard lock as it is appended) and where its records end in the buffer. A buffer holds at
+  // most kCapacity batches (one record each), so the list beside it never fills first.
+  struct Batch {
+    uint32_t seq;
+    uint32_t end;
+  };
+  // Whether batch number a was taken before b. The numbers wrap; the batches waiting in one
+  // drain span far fewer than 2^31 of them.
+  static bool before(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b) < 0; }
+  // A shard's records swapped out by a drain: its buffer and the batches in it.
+  struct Taken {
+    unsigned shard;
+    AccessRecord *records;
+    const Batch *batches;
+    size_t nbatches;
+  };
+
   AccessLog();
   // [no lock] Count the calling thread's shard as used from the thread's first access by
   // handle, whether its batches are appended or applied at the call: shards_in_use() says
@@ -94,8 +116,8 @@ public:
     Shard &s = shards_[own_shard()];
     if (!s.used.load(std::memory_order_relaxed)) mark_used(s);
   }
-  // [no lock] Append n accesses (each handle already checked: ScoreStore::handle_resident). False, and
-  // nothing appended, when the caller's shard has no room for all n.
+  // [no lock] Append n accesses (each handle already checked: ScoreStore::handle_resident) as one
+  // batch. False, and nothing appended, when the caller's shard has no room for all n.
   bool append(const uint64_t *handles, const float *attention, size_t n) noexcept;
   // True when some shard may hold records (a drain has something to do).
   bool pending() const noexcept { return pending_.load(std::memory_order_acquire) != 0; }
@@ -107,39 +129,62 @@ public:
   // The shard the calling thread records to in this log: the one it owns, or the one it shares
   // while its last record was in this log; else -1.
   int thread_shard() const noexcept;
-  // [runtime mutex held: one drainer at a time] Hand every record appended so far to
-  // f(shard, records, n), shard by shard in shard order, each shard's in the order it was
-  // appended.
+  // [runtime mutex held: one drainer at a time] Swap every shard's buffer out, holding every
+  // shard lock at once (so the batches taken are every batch appended before some moment, and
+  // a batch appended later has a larger number than each of them); out[] gets each shard with
+  // records, in shard order; returns how many. The buffers are the drainer's (it may write
+  // them) until the next take.
+  size_t take(Taken *out) noexcept;
+  // Hand the taken batches to f(shard, records, n) in the order of their numbers, a shard's
+  // consecutive batches in one call (one call a shard where no shard's batches came between
+  // another's). Returns the number of calls.
+  template <typename F>
+  static size_t in_order(const Taken *taken, size_t k, F &&f) {
+    size_t next[kShards] = {};  // per taken shard, its next batch
+    size_t calls = 0;
+    for (;;) {
+      size_t best = k;
+      for (size_t j = 0; j < k; ++j)
+        if (next[j] < taken[j].nbatches &&
+            (best == k || before(taken[j].batches[next[j]].seq, taken[best].batches[next[best]].seq)))
+          best = j;
+      if (best == k) return calls;
+      // The run: this shard's batches up to the first that another shard's next batch precedes.
+      const Taken &t = taken[best];
+      bool other = false;  // another shard has batches left; `first` the number of the earliest
+      uint32_t first = 0;
+      for (size_t j = 0; j < k; ++j)
+        if (j != best && next[j] < taken[j].nbatches && (!other || before(taken[j].batches[next[j]].seq, first))) {
+          first = taken[j].batches[next[j]].seq;
+          other = true;
+        }
+      const size_t from = next[best] == 0 ? 0 : t.batches[next[best] - 1].end;
+      size_t last = next[best] + 1;
+      while (last < t.nbatches && (!other || before(t.batches[last].seq, first))) ++last;
+      next[best] = last;
+      f(t.shard, t.records + from, t.batches[last - 1].end - from);
+      ++calls;
+    }
+  }
+  // [runtime mutex held: one drainer at a time] take() every record appended so far and hand it
+  // to f(shard, records, n) in_order.
   template <typename F>
   void drain(F &&f) {
     if (!pending()) return;
-    for (unsigned k = 0; k < kShards; ++k) {
-      Shard &s = shards_[k];
-      AccessRecord *buf;
-      size_t n;
-      {
-        lock_spinning(s.mu, kShardLockSpinUs);
-        std::lock_guard g(s.mu, std::adopt_lock);
-        buf = s.active;
-        n = s.n;
-        if (n == 0) continue;
-        s.active = buf == s.bufs[0].get() ? s.bufs[1].get() : s.bufs[0].get();
-        s.n = 0;
-        pending_.fetch_sub(n, std::memory_order_acq_rel);
-      }
-      // Swapped out: appenders write the other buffer, and this one is the drainer's (which
-      // may write it) until the next drain.
-      f(k, buf, n);
-    }
+    Taken taken[kShards];
+    in_order(taken, take(taken), f);
   }
-  size_t bytes() const noexcept { return kShards * 2 * kCapacity * sizeof(AccessRecord); }
+  size_t bytes() const noexcept { return kShards * 2 * kCapacity * (sizeof(AccessRecord) + sizeof(Batch)); }
 
 private:
   struct alignas(64) Shard {
     std::mutex mu;
     AccessRecord *active = nullptr;
     size_t n = 0;
+    Batch *batches = nullptr;  // the active buffer's batches
+    size_t nbatches = 0;
     std::unique_ptr<AccessRecord[]> bufs[2];
+    std::unique_ptr<Batch[]> batch_bufs[2];
     std::atomic<bool> used{false};  // counted in shards_in_use_
   };
   // The calling thread's shard in this log: the one it owns (owners_), claimed at its first
@@ -158,6 +203,9 @@ private:
   Shard shards_[kShards];
   std::atomic<size_t> pending_{0};
   std::atomic<unsigned> shards_in_use_{0};
+  // The next batch's number: every append takes one, on a line of its own (appenders of two
+  // shards write it, once a batch).
+  alignas(64) std::atomic<uint32_t> next_batch_{0};
 };
 
 }  // namespace cxltier

@@ -16,10 +16,13 @@
 //  1. [M held by D] D drains in parts only when more than one shard holds records, at least
 //     kMinRecords records wait, prefetching pays (many ids: the records miss the cache), and
 //     every tier's policy splits its access (eviction.hpp). D takes every shard's buffer (as
-//     the serial drain does) and sets the drain order: the shards in shard order, D's own last
-//     (each thread's records stay in the order it made them, so this is an order M could have
-//     given the accesses). It cuts each shard's records by position into kShardParts parts,
-//     so that each part is a range of the drain order; gives each record its tick (tick_base
+//     the serial drain does: AccessLog::take) and sets the drain order, the serial drain's:
+//     the batches in the order of their numbers (AccessLog::in_order), so that a batch that
+//     returned before another began is applied first, as M would have applied it. Where that
+//     order interleaves two shards' batches, D applies it serially instead (a part is a range
+//     of one shard's records); otherwise it is the shards one after another. It cuts each
+//     shard's records by position into kShardParts parts, so that each part is a range of the
+//     drain order; gives each record its tick (tick_base
 //     + 1 + its place in drain order, as the serial drain's ++tick would have, except that a
 //     record refused in step 3 leaves its tick unused); resets the parts' counters; and has
 //     each policy make room for the pending ids the round can add (prepare_access_own).
@@ -188,6 +191,11 @@ uint64_t RuntimeTestAccess::parallel_drains(Runtime &rt) {
   return rt.impl_->par.drains;
 }
 
+uint64_t RuntimeTestAccess::interleaved_drains(Runtime &rt) {
+  std::lock_guard g(rt.impl_->mu);
+  return rt.impl_->par.interleaved;
+}
+
 void RuntimeTestAccess::claim_parts_in_reverse(Runtime &rt, bool on) {
   std::lock_guard g(rt.impl_->mu);
   rt.impl_->par.reverse_claims = on;
@@ -297,30 +305,38 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     par.seen.reset(new (std::nothrow) uint64_t[PD::kSeenWords]());
     if (!par.later || !par.promote_at || !par.outcome || !par.seen) return false;  // the serial drain needs no memory
   }
+  // The drain order is the batches' (access_log.hpp: in the order of their numbers). It is
+  // cut into parts only where it is each shard's records whole, one shard after another (each
+  // thread's batches of the drain appended without another thread's between them: one batch a
+  // thread, as at a decode step's end); parts of interleaved shards would apply a block's
+  // accesses out of that order.
+  AccessLog::Taken taken[AccessLog::kShards];
+  const size_t ntaken = log.take(taken);
   AccessRecord *bufs[AccessLog::kShards];
   size_t lens[AccessLog::kShards];
   unsigned shard_of[AccessLog::kShards];
   size_t nbufs = 0, total = 0;
-  log.drain([&](unsigned shard, AccessRecord *r, size_t n) {
-    bufs[nbufs] = r;
-    lens[nbufs] = n;
-    shard_of[nbufs] = shard;
+  const size_t runs = AccessLog::in_order(taken, ntaken, [&](unsigned shard, AccessRecord *r, size_t n) {
+    if (nbufs < AccessLog::kShards) {
+      bufs[nbufs] = r;
+      lens[nbufs] = n;
+      shard_of[nbufs] = shard;
+    }
     ++nbufs;
     total += n;
   });
   // Fewer records than the hint said, or one shard's only (the other threads have stopped
   // recording, or share it: no helper is likely, and one thread applies faster without the
-  // parts).
-  if (total < PD::kMinRecords || nbufs < 2) {
-    for (size_t b = 0; b < nbufs; ++b) apply_records(bufs[b], lens[b]);
+  // parts), or shards interleaved: the serial drain, in the same order.
+  if (total < PD::kMinRecords || ntaken < 2 || runs != ntaken) {
+    if (total >= PD::kMinRecords && ntaken >= 2) ++par.interleaved;
+    AccessLog::in_order(taken, ntaken, [this](unsigned, AccessRecord *r, size_t n) { apply_records(r, n); });
     return true;
   }
   ++par.drains;
-  // The parts: each shard's records cut by position, the shards in drain order: every shard
-  // but the drainer's in shard order, then the drainer's (any order of the shards is an order
-  // in which the mutex could have taken the accesses; this one lets the other threads' parts be
-  // ready first, step 3). Each record's place in drain order is its part's first place plus its
-  // index in the part.
+  // The parts: each shard's records cut by position, the shards in drain order. Each record's
+  // place in drain order is its part's first place plus its index in the part.
+  const int mine = log.thread_shard();
   for (PD::Part &part : par.parts) {
     part.records = nullptr;
     part.n = 0;
@@ -331,14 +347,6 @@ bool Runtime::Impl::drain_in_parts() noexcept {
     part.notes = 0;
     part.states_only = 0;
   }
-  const int mine = log.thread_shard();
-  for (size_t b = 0; b + 1 < nbufs; ++b)
-    if (static_cast<int>(shard_of[b]) == mine) {
-      std::rotate(bufs + b, bufs + b + 1, bufs + nbufs);
-      std::rotate(lens + b, lens + b + 1, lens + nbufs);
-      std::rotate(shard_of + b, shard_of + b + 1, shard_of + nbufs);
-      break;
-    }
   unsigned order[PD::kParts + 1];  // the parts with records, in drain order (and kLater, in step 5)
   unsigned to_do = 0;
   uint32_t expected = 0;

@@ -20,6 +20,8 @@ struct RuntimeTestAccess {
   // of them that engine threads other than the draining one applied.
   static uint64_t parallel_drains(Runtime &rt);
   static uint64_t parts_helped(Runtime &rt);
+  // Drains with the records for parts that applied them serially: the shards' batches interleaved.
+  static uint64_t interleaved_drains(Runtime &rt);
   // Have the draining thread claim the parts of a drain in parts in reverse (its own shard's
   // last part first, then the others' from the last), so that applying a block's records in
   // drain order rests on the records moved out of later parts, not on the claiming order.

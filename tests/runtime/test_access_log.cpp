@@ -746,8 +746,8 @@ TEST(AccessLog, DrainDecidesAsTheLockedPath) {
 }
 
 // A drain in parts applies each block's accesses in one order that the runtime's mutex could
-// have given them: each thread's in the order it made them, the threads' shards one after
-// another (the drainer's last, parallel_drain.cpp step 1). Three threads append (without the
+// have given them: each thread's in the order it made them, the threads' batches in the order
+// they were appended (here thread by thread: parallel_drain.cpp step 1). Three threads append (without the
 // call's check, so that every record waits for one drain) accesses with attention values that
 // differ from record to record, so that another order of a block's accesses gives another
 // score (its floating-point sums round differently): blocks of a small shared set that every
@@ -820,19 +820,14 @@ TEST(AccessLog, ADrainInPartsKeepsEachBlocksAccessesInOrder) {
               static_cast<unsigned>(shard[kThreads - 1]) * ParallelDrain::kShardParts + (reverse ? 3 : 0));
     for (size_t t = 0; t < kThreads; ++t)
       for (size_t u = t + 1; u < kThreads; ++u) ASSERT_NE(shard[t], shard[u]) << "two threads share a shard";
-    // The drain order: the shards in shard order, the drainer's last.
-    std::vector<size_t> order(kThreads);
-    for (size_t t = 0; t < kThreads; ++t) order[t] = t;
-    const int drainer = shard[kThreads - 1];
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      return std::make_pair(shard[x] == drainer, shard[x]) < std::make_pair(shard[y] == drainer, shard[y]);
-    });
     const uint64_t now = rt->current_step();
     std::vector<double> want(kBlocks);
     std::vector<uint32_t> count(kBlocks, 0);
     std::vector<uint8_t> threads_of(kBlocks, 0);
     for (uint32_t i = 0; i < kBlocks; ++i) want[i] = before[i].score;
-    for (const size_t t : order)
+    // The drain order: the order the batches were appended, thread by thread (each thread
+    // was joined before the next began).
+    for (size_t t = 0; t < kThreads; ++t)
       for (const Access &a : made[t]) {
         want[a.block] = lrfu_access(want[a.block], count[a.block] == 0 ? now - before[a.block].last_access_step : 0,
                                     a.attention, cfg.lrfu);
