@@ -502,6 +502,37 @@ BENCHMARK(BM_AccessHandlesThreads)
     ->Threads(1)
     ->Threads(2);
 
+// The same step made as an engine that calls once per sequence: each thread's half of the batch
+// in calls of 64 accesses (one sequence's blocks), so two threads' batches waiting in one drain
+// interleave (the drain applies them in the order they were made, a call at a time).
+void BM_AccessHandlesThreadsPerSequence(benchmark::State &state) {
+  pin_bench_thread(state);
+  const auto n = static_cast<size_t>(state.range(0));
+  Resident &r = resident(n, false);
+  constexpr size_t kPerCall = 64;
+  const size_t k = r.batch, parts = static_cast<size_t>(state.threads());
+  const auto t = static_cast<size_t>(state.thread_index());
+  const size_t lo = k * t / parts, hi = k * (t + 1) / parts;
+  size_t b = 0, items = 0;
+  for (auto _ : state) {
+    for (size_t at = lo; at < hi; at += kPerCall) {
+      const size_t count = std::min(kPerCall, hi - at);
+      r.rt->access_handles(r.handles.data() + b * k + at, r.attention.data() + b * k + at, count);
+    }
+    items += hi - lo;
+    if (t == 0) r.rt->step();
+    b = (b + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(items));
+}
+BENCHMARK(BM_AccessHandlesThreadsPerSequence)
+    ->Arg(1 << 10)
+    ->Arg(1 << 20)
+    ->ArgNames({"resident"})
+    ->UseRealTime()
+    ->Threads(1)
+    ->Threads(2);
+
 // An engine thread's accesses while a second thread polls the stats, a millisecond between
 // calls. Each call measures the placement (docs/runtime.md, "Placement quality"): a scan of
 // every remembered state under the runtime's mutex, then a sort of the keep values without it.
@@ -652,6 +683,12 @@ CXLT_BENCH_RATIO("two threads vs one, the line checked and updated by the thread
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random (total rate)",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:2",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:1", 1.6);
+CXLT_BENCH_RATIO("two threads vs one, by handle in calls of 64, 1K resident, random (total rate)",
+                 "BM_AccessHandlesThreadsPerSequence/resident:1024/real_time/threads:2",
+                 "BM_AccessHandlesThreadsPerSequence/resident:1024/real_time/threads:1", 0);
+CXLT_BENCH_RATIO("two threads vs one, by handle in calls of 64, 1M resident, random (total rate)",
+                 "BM_AccessHandlesThreadsPerSequence/resident:1048576/real_time/threads:2",
+                 "BM_AccessHandlesThreadsPerSequence/resident:1048576/real_time/threads:1", 0);
 CXLT_BENCH_RATIO("access by handle vs unordered_map update, 1M resident, runs of 64",
                  "BM_AccessHandles/resident:1048576/runs:1", "BM_AccessHashMap/resident:1048576/runs:1", 0);
 CXLT_BENCH_RATIO("access by key vs unordered_map update, 1M resident, random", "BM_AccessKeys/resident:1048576/runs:0",
