@@ -7,12 +7,16 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <string>
 
 namespace cxltier::topo {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+// Between a tag's attributes: what hwloc's own reader skips there (not '\r').
+bool is_tag_space(char c) { return c == ' ' || c == '\t' || c == '\n'; }
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // One comma-separated word: "0x" and 1 to 16 hexadecimal digits.
@@ -43,6 +47,35 @@ bool is_bitmap(std::string_view v) {
 }
 
 bool is_bitmap_attribute(std::string_view name) { return name.ends_with("cpuset") || name.ends_with("nodeset"); }
+
+// The most words a bitmap value may have, and the lowest os_index refused for an object whose
+// index is a bit of its sets: hwloc sizes a bitmap to its highest bit, so one index near 2^32
+// made it allocate 512 MiB. 2^20 bits is 128 times Linux's largest CPU count (8,192).
+constexpr size_t kMaxBitmapWords = 32768;
+constexpr uint32_t kMaxBitIndex = uint32_t{1} << 20;
+
+// Object types hwloc writes whose os_index is not a bit of a set (every other type, or a type
+// named otherwise, has its index bounded): PU and NUMANode indexes are.
+bool index_is_not_a_bit(std::string_view type) {
+  constexpr std::string_view kTypes[] = {"Machine", "Package", "Die", "Core", "Group", "Misc", "Bridge", "PCIDev", "OSDev",
+                                         "L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache", "L1iCache", "L2iCache",
+                                         "L3iCache", "MemCache", "Cache", "Socket", "System"};
+  return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
+}
+
+bool is_digits(std::string_view v) {
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// os_index as hwloc writes it: decimal digits, below kMaxBitIndex.
+bool is_bit_index(std::string_view v) { return is_digits(v) && v.size() <= 7 && std::stoul(std::string(v)) < kMaxBitIndex; }
+
+// An attribute name as hwloc's own XML reader reads one (lowercase letters and '_'): at any other
+// it stops reading the tag's attributes, where libxml2 reads on, so the two would see different
+// attributes (and a namespace declaration, "xmlns:x", is no attribute to libxml2 at all).
+bool is_hwloc_attribute_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+}
 
 constexpr std::string_view kPairs[4] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
 
@@ -156,23 +189,27 @@ std::string find_malformed_bitmap(std::string_view xml) {
     bool has[4] = {false, false, false, false};  // cpuset, complete_cpuset, nodeset, complete_nodeset
     bool ended = false;                          // the tag's end was reached: its attributes are all known
     std::string_view type;
+    bool has_type = false;
+    std::string_view os_index;
+    size_t os_index_at = std::string_view::npos;
     bool version_given = false;
     for (;;) {
-      while (i < n && is_space(xml[i])) ++i;
+      while (i < n && is_tag_space(xml[i])) ++i;
       if (i < n && (xml[i] == '>' || xml[i] == '/')) {
         ended = true;
         break;
       }
       if (i >= n || xml[i] == '<') break;
       const size_t name_at = i;
-      while (i < n && !is_space(xml[i]) && xml[i] != '=' && xml[i] != '>' && xml[i] != '/' && xml[i] != '<') ++i;
-      const std::string_view name = local_name(xml.substr(name_at, i - name_at));
-      while (i < n && is_space(xml[i])) ++i;
-      if (i >= n || xml[i] != '=') break;  // not well-formed: hwloc's parser will say so
-      ++i;
-      while (i < n && is_space(xml[i])) ++i;
-      if (i >= n || (xml[i] != '"' && xml[i] != '\'')) break;
-      const char quote = xml[i++];
+      while (i < n && !is_tag_space(xml[i]) && xml[i] != '=' && xml[i] != '>' && xml[i] != '/' && xml[i] != '<') ++i;
+      const std::string_view name = xml.substr(name_at, i - name_at);
+      // Written as hwloc writes it (name="value", nothing between), or the two parsers could
+      // read this tag's attributes differently.
+      if (!is_hwloc_attribute_name(name) || i + 1 >= n || xml[i] != '=' || xml[i + 1] != '"')
+        return at_line(name_at) + "attribute \"" + printable(name) +
+               "\" is not written as hwloc writes attributes (name=\"value\", the name in lowercase letters and '_')";
+      i += 2;
+      const char quote = '"';
       const size_t close = xml.find(quote, i);
       if (close == std::string_view::npos) return at_line(name_at) + "an attribute value that does not end";
       const std::string_view value = xml.substr(i, close - i);
@@ -182,15 +219,28 @@ std::string find_malformed_bitmap(std::string_view xml) {
       if (is_bitmap_attribute(name) && !is_bitmap(value))
         return at_line(name_at) + printable(name) + "=\"" + printable(value) +
                "\" is not an hwloc bitmap (0x-prefixed hexadecimal words separated by commas)";
+      if (is_bitmap_attribute(name) && static_cast<size_t>(std::count(value.begin(), value.end(), ',')) >= kMaxBitmapWords)
+        return at_line(name_at) + printable(name) + "=\"" + printable(value) + "\" has more than " +
+               std::to_string(kMaxBitmapWords) + " words (bits past " + std::to_string(kMaxBitIndex - 1) + ")";
+      if (name == "os_index") {
+        os_index = value;
+        os_index_at = name_at;
+      }
+      // A distance matrix's objects: hwloc allocates nbobjs^2 values (the product wraps at
+      // 2^32) before it reads one, and each takes at least two bytes of the text.
+      if (name == "nbobjs" && (element == "distances2" || element == "distances2hetero" || element == "distances") &&
+          (!is_digits(value) || value.size() > 9 || std::stoull(std::string(value)) * std::stoull(std::string(value)) > n / 2))
+        return at_line(name_at) + "<" + printable(element) + "> has nbobjs=\"" + printable(value) +
+               "\": more values than the file's " + std::to_string(n) + " bytes can hold";
       for (size_t k = 0; k < 4; ++k) has[k] = has[k] || name == kPairs[k];
-      if (name == "type") type = value;
+      if (name == "type") {
+        type = value;
+        has_type = true;
+      }
       if (!root_seen && element == "topology" && name == "version") {
         // hwloc writes "2.0" (or no version, 1.x); anything else could be read otherwise by it.
         const size_t dot = value.find('.');
-        const auto digits = [](std::string_view d) {
-          return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
-        };
-        if (dot == std::string_view::npos || !digits(value.substr(0, dot)) || !digits(value.substr(dot + 1)))
+        if (dot == std::string_view::npos || !is_digits(value.substr(0, dot)) || !is_digits(value.substr(dot + 1)))
           return at_line(name_at) + "version=\"" + printable(value) + "\" is not a version hwloc writes";
         std::string_view major = value.substr(0, dot);
         while (major.size() > 1 && major[0] == '0') major.remove_prefix(1);  // as sscanf("%u") reads it
@@ -199,6 +249,8 @@ std::string find_malformed_bitmap(std::string_view xml) {
       }
       i = close + 1;
     }
+    if (!ended)
+      return at_line(tag_at) + "a start tag that does not end as hwloc writes one (name=\"value\" attributes, then '>' or '/>')";
     if (!root_seen) {
       root_seen = true;
       if (element == "topology" && !version_given) v1 = true;
@@ -206,11 +258,17 @@ std::string find_malformed_bitmap(std::string_view xml) {
     // hwloc 1.7.2 and older wrote I/O Groups and Misc objects with a cpuset alone, and hwloc 2.9
     // reads those v1 files on purpose; every other object has both sets of a pair or neither.
     const bool lone_sets_allowed = v1 && (type == "Group" || type == "Misc");
-    for (size_t k = 0; ended && element == "object" && !lone_sets_allowed && k < 4; k += 2)
+    for (size_t k = 0; element == "object" && !lone_sets_allowed && k < 4; k += 2)
       if (has[k] != has[k + 1])
         return at_line(tag_at) + "<object type=\"" + printable(type) + "\"> has " +
                std::string(kPairs[has[k] ? k : k + 1]) + " but no " + std::string(kPairs[has[k] ? k + 1 : k]) +
                " (hwloc writes both or neither)";
+    if (element == "object" && !has_type) return at_line(tag_at) + "<object> has no type (hwloc writes one for every object)";
+    if (element == "object" && !index_is_not_a_bit(type) && !is_bit_index(os_index))
+      return at_line(os_index_at == std::string_view::npos ? tag_at : os_index_at) + "<object type=\"" + printable(type) +
+             "\"> has " + (os_index_at == std::string_view::npos ? std::string("no os_index") : "os_index=\"" + printable(os_index) + "\"") +
+             ": a PU's or a NUMA node's index must be a decimal number below " + std::to_string(kMaxBitIndex) +
+             " (hwloc would size its sets to it; with none, to 4294967295)";
   }
   return "";
 }

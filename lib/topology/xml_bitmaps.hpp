@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Checks of the bitmap attributes of an hwloc XML text (cpuset, nodeset and the like) before
-// hwloc reads it. Debian's hwloc 2.9 does not refuse every malformed one: it aborts the process
+// Checks of the bitmap attributes of an hwloc XML text (cpuset, nodeset and the like, and the
+// indexes that are bits of them) before hwloc reads it. Debian's hwloc 2.9 does not refuse every malformed one: it aborts the process
 // on a failed assert() for some values (",x00000001", for one), and dereferences a NULL bitmap
 // when an object has a cpuset but no complete_cpuset (or the same for nodesets). A topology
 // file like that must be refused with an error, not kill the engine that opened it.
@@ -19,6 +19,16 @@ namespace cxltier::topo {
 // alone. Otherwise one line naming the line and the first attribute that is not, with its
 // value (at most 40 characters of each), e.g. "line 14: nodeset=\",x00000001\" is not an hwloc
 // bitmap (...)".
+// Also one line when a number in the text would make hwloc allocate far more than the text:
+// a bitmap value of more than 32,768 words (bits from 2^20 up); an <object> without a type, or
+// one whose type is not one whose index hwloc keeps apart from its sets (Machine, Package, Die,
+// Core, the caches, MemCache, Group, Misc, the I/O objects: so PU, NUMANode and any type named
+// otherwise) without an os_index that is a decimal number below 2^20 (hwloc sizes a set to the
+// highest bit it names, and one it is not given is 4294967295: a PU or a NUMA node at index
+// 4294967294 made it allocate 512 MiB, and keep it while the topology was loaded); a distance
+// matrix (<distances2>, <distances2hetero>, v1's <distances>) whose nbobjs is not decimal or
+// names more values (nbobjs^2) than half the text's bytes, which hwloc allocates before it
+// reads one.
 // Also one line when an <object> has exactly one of cpuset and complete_cpuset, or of nodeset
 // and complete_nodeset (hwloc writes both or neither; hwloc 1.7.2 and older wrote a Group or a
 // Misc object with a cpuset alone, which is accepted in a v1 file), e.g. "line 9: <object
@@ -29,10 +39,13 @@ namespace cxltier::topo {
 // section, processing instruction, declaration, end tag or attribute value that does not end,
 // a raw '<' or '>' in an attribute value (hwloc writes them escaped; its own parser ends a tag
 // at the first '>'), markup after an XML declaration or a DOCTYPE on its line (its own parser
-// skips that line), an internal DTD subset, and a root <topology> whose version is not digits,
-// a dot and digits (the format's version is the root's, as hwloc reads it). Namespace prefixes
-// are ignored, as hwloc reads local names. Other text
-// that is not well-formed is left for hwloc to refuse.
+// skips that line), an internal DTD subset, a root <topology> whose version is not digits, a
+// dot and digits (the format's version is the root's, as hwloc reads it), an attribute not
+// written as hwloc writes one (name="value", the name in lowercase letters and '_', one space,
+// tab or newline before it: its own parser stops reading a tag's attributes at any other, and
+// to libxml2 "xmlns:x" is a namespace declaration, no attribute), and a start tag that does not
+// end after its attributes. An element's namespace prefix is ignored, as libxml2 gives hwloc
+// local names. Other text that is not well-formed is left for hwloc to refuse.
 std::string find_malformed_bitmap(std::string_view xml);
 
 }  // namespace cxltier::topo

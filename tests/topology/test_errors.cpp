@@ -190,16 +190,28 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<topology version=\"2.0\">\n<object type=\"PU\" cpuset=\"0x1\"/>",
       "line 2: <object type=\"PU\"> has cpuset but no complete_cpuset");
   has("<object complete_nodeset=\"0x1\">", "has complete_nodeset but no nodeset");
-  EXPECT_EQ(topo::find_malformed_bitmap("<object nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
+  has("<object nodeset=\"0x1\" complete_nodeset=\"0x1\">", "line 1: <object> has no type");
+  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Machine\" nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<topology>\n<object type=\"Group\" cpuset=\"0x3\"/><object type=\"Misc\" cpuset=\"0x1\"/>"),
             "");
   has("<topology version=\"2.0\">\n<object type=\"Group\" cpuset=\"0x3\"/>", "has cpuset but no complete_cpuset");
   has("<topology>\n<object type=\"NUMANode\" nodeset=\"0x1\"/>", "has nodeset but no complete_nodeset");
-  // Namespace prefixes are read as hwloc reads them: local names.
-  has("<x:object xmlns:x=\"u\" type=\"PU\" cpuset=\"0x1\"/>", "has cpuset but no complete_cpuset");
-  has("<object type=\"PU\" x:nodeset=\",1\"/>", "nodeset=\",1\" is not an hwloc bitmap");
+  // Element names are read as libxml2 reads them (local names); attributes only as hwloc
+  // writes them: a namespace declaration is no attribute to libxml2, a prefixed name one that
+  // hwloc's own reader stops at, and so are other names, quotes and spacing.
+  has("<x:object type=\"PU\" cpuset=\"0x1\"/>", "has cpuset but no complete_cpuset");
+  has("<object type=\"PU\" x:nodeset=\"0x1\"/>", "attribute \"x:nodeset\" is not written as hwloc writes attributes");
+  has("<object type=\"PU\" os_index=\"4294967294\" xmlns:type=\"Core\"/>", "attribute \"xmlns:type\" is not written");
+  has("<object type=\"Core\" os_index=\"0\" cpuset='0x1' complete_cpuset=\"0x1\"/>", "attribute \"cpuset\" is not written");
+  has("<object type = \"Core\"/>", "attribute \"type\" is not written");
+  has("<object Type=\"Core\"/>", "attribute \"Type\" is not written");
+  has("<object type=\"Core\"\r os_index=\"1\"/>", "is not written as hwloc writes attributes");
+  // A start tag hwloc's own reader could read further than the check (it ends a tag at '>').
+  has("<topology>\n<object type=\"PU\" os_index=\"1\" junk/>", "line 2: attribute \"junk\" is not written");
+  has("<topology>\n<object type=\"PU\" os_index=\"1\" <a/>", "line 2: a start tag that does not end as hwloc writes one");
+  has("<object type=\"PU\" os_index=\"1\"", "a start tag that does not end");
   // Single quotes, comments and other tags' text are read as XML reads them.
-  EXPECT_NE(topo::find_malformed_bitmap("<a nodeset='x'/>"), "");
+  EXPECT_NE(topo::find_malformed_bitmap("<a nodeset=\"x\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<a info=\"cpuset\" value=\"x\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<a cpuset=\"0xf...f,,0x0\"/>"), "");
@@ -211,7 +223,7 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n<topology/>", "an encoding other than UTF-8");
   EXPECT_EQ(topo::find_malformed_bitmap("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<topology/>"), "");
   has("<topology>\n<!-- no end", "line 2: a comment that does not end");
-  has("<a b='x>\n<a nodeset=\",x1\"/>", "an attribute value that does not end");
+  has("<topology>\n<a b=\"x", "line 2: an attribute value that does not end");
   has("<object type=\"Machine\" subtype=\"><object type=\"PU\" cpuset=\",x1\"/>", "holds a raw '<' or '>'");
   has(std::string("<topology>\0<a/>", 15), "a NUL byte");
   // The format's version is the root's, as hwloc reads it, in the form hwloc writes.
@@ -225,4 +237,53 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<topology version=\"2.0\"><!--> <topology version=\"1.0\"/> -->" + lone_group, "has cpuset but no complete_cpuset");
   has("<?xml version=\"1.0\"?>\n<!DOCTYPE topology [<!-- it's -->]>\n<topology/>", "an internal DTD subset");
   EXPECT_EQ(topo::find_malformed_bitmap("<?xml-stylesheet href=\"a\"?><topology/>"), "");
+}
+
+// Indexes and bitmaps that would make hwloc size a set to billions of bits (a PU or a NUMA node
+// at os_index 4294967294 took 512 MiB) are refused, naming the line; other objects' indexes are
+// not bits and are left alone, and the largest index and bitmap allowed still pass.
+TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
+  const auto object = [](const std::string &type, const std::string &os_index) {
+    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<object type=\"" + type + "\" os_index=\"" + os_index +
+                                       "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>\n</topology>\n");
+  };
+  for (const char *type : {"PU", "NUMANode", "pu", "Node", "Unknown"})
+    for (const char *index : {"4294967294", "1048576", "-2", "+1", " 1", "0x10", "", "99999999"}) {
+      const std::string msg = object(type, index);
+      EXPECT_NE(msg.find(std::string("line 2: <object type=\"") + type + "\"> has os_index=\"" + index + "\""), std::string::npos)
+          << type << " " << index << ": " << msg;
+    }
+  for (const char *type : {"PU", "NUMANode"})
+    for (const char *index : {"0", "1048575", "2068"}) EXPECT_EQ(object(type, index), "") << type << " " << index;
+  for (const char *type : {"Core", "Package", "Group", "L3Cache", "OSDev"}) EXPECT_EQ(object(type, "4294967294"), "") << type;
+  // The type may come after the index; a PU or NUMA node without one gets 4294967295 from hwloc.
+  EXPECT_NE(topo::find_malformed_bitmap("<object os_index=\"4294967294\" type=\"PU\"/>"), "");
+  for (const char *type : {"PU", "NUMANode"}) {
+    const std::string msg = topo::find_malformed_bitmap(std::string("<topology version=\"2.0\">\n<object type=\"") + type +
+                                                        "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>");
+    EXPECT_NE(msg.find(std::string("line 2: <object type=\"") + type + "\"> has no os_index"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>"), "");
+  // A distance matrix of more values than the text could hold (hwloc allocates them first).
+  const auto distances = [](const std::string &element, const std::string &nbobjs) {
+    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<" + element + " type=\"NUMANode\" nbobjs=\"" + nbobjs +
+                                       "\" kind=\"5\" indexing=\"os\">\n<indexes length=\"4\">0 1 </indexes>\n<u64values length=\"12\">10 21 21 10 </u64values>\n</" +
+                                       element + ">\n" + std::string(200, ' ') + "</topology>\n");
+  };
+  EXPECT_EQ(distances("distances2", "2"), "");
+  for (const char *element : {"distances2", "distances2hetero", "distances"})
+    for (const char *nbobjs : {"8192", "65537", "-1", "", "1e3"}) {
+      const std::string msg = distances(element, nbobjs);
+      EXPECT_NE(msg.find(std::string("line 2: <") + element + "> has nbobjs=\"" + nbobjs + "\""), std::string::npos) << msg;
+    }
+  // 32,768 words (bits up to 2^20 - 1) pass; one more is refused.
+  std::string words = "0x1";
+  for (int i = 1; i < 32768; ++i) words += ",";
+  const auto nodeset = [](const std::string &value) {
+    return topo::find_malformed_bitmap("<object type=\"Machine\"\n nodeset=\"" + value + "\" complete_nodeset=\"0x1\"/>");
+  };
+  EXPECT_EQ(nodeset(words), "");
+  const std::string msg = nodeset(words + ",");
+  EXPECT_NE(msg.find("line 2: nodeset=\"0x1,,,"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has more than 32768 words"), std::string::npos) << msg;
 }
