@@ -35,6 +35,16 @@ RuntimeConfig one_tier(uint32_t blocks) {
   return cfg;
 }
 
+// Admit blocks 0..n-1, a step every 64 (so their states differ); their handles.
+std::vector<uint64_t> admit_all(Runtime &rt, uint32_t n) {
+  std::vector<uint64_t> handles(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    handles[i] = rt.admit(K(i)).handle;
+    if (i % 64 == 0) rt.step();
+  }
+  return handles;
+}
+
 struct Access {
   uint32_t block;
   float attention;
@@ -126,11 +136,7 @@ TEST(AccessOrder, BatchesOfSeveralThreadsAreAppliedInTheOrderMade) {
     const bool parts = blocks >= LowIdWords::kIds;
     RuntimeConfig cfg = one_tier(blocks);
     auto rt = Runtime::open(cfg);
-    std::vector<uint64_t> handles(blocks);
-    for (uint32_t i = 0; i < blocks; ++i) {
-      handles[i] = rt->admit(K(i)).handle;
-      if (i % 64 == 0) rt->step();
-    }
+    const std::vector<uint64_t> handles = admit_all(*rt, blocks);
     constexpr size_t kThreads = 3;
     std::mt19937_64 rng(777 + blocks);
     for (const size_t per_thread : {size_t{1}, size_t{8}}) {
@@ -212,11 +218,7 @@ TEST(AccessOrder, DrainsAtAnyMomentKeepTheOrderMade) {
     SCOPED_TRACE(blocks);
     RuntimeConfig cfg = one_tier(blocks);
     auto rt = Runtime::open(cfg);
-    std::vector<uint64_t> handles(blocks);
-    for (uint32_t i = 0; i < blocks; ++i) {
-      handles[i] = rt->admit(K(i)).handle;
-      if (i % 64 == 0) rt->step();
-    }
+    const std::vector<uint64_t> handles = admit_all(*rt, blocks);
     constexpr size_t kThreads = 3, kBatches = 600, kBatchSize = 32;
     std::mt19937_64 rng(31 + blocks);
     std::vector<size_t> turn_of(kBatches);
