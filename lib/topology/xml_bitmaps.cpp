@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <iterator>
 #include <string>
+#include <vector>
 
 namespace cxltier::topo {
 namespace {
@@ -70,6 +71,16 @@ bool is_digits(std::string_view v) {
 // os_index as hwloc writes it: decimal digits, below kMaxBitIndex.
 bool is_bit_index(std::string_view v) { return is_digits(v) && v.size() <= 7 && std::stoul(std::string(v)) < kMaxBitIndex; }
 
+// The references hwloc's own XML reader decodes in a value (and hwloc's writers write): at any
+// other it stops reading the tag's attributes, where libxml2 decodes it and reads on.
+bool references_read_alike(std::string_view v) {
+  constexpr std::string_view kKnown[] = {"&#10;", "&#13;", "&#9;", "&quot;", "&lt;", "&gt;", "&amp;"};
+  for (size_t at = v.find('&'); at != std::string_view::npos; at = v.find('&', at + 1))
+    if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](std::string_view k) { return v.substr(at, k.size()) == k; }))
+      return false;
+  return true;
+}
+
 // An attribute name as hwloc's own XML reader reads one (lowercase letters and '_'): at any other
 // it stops reading the tag's attributes, where libxml2 reads on, so the two would see different
 // attributes (and a namespace declaration, "xmlns:x", is no attribute to libxml2 at all).
@@ -124,6 +135,8 @@ std::string find_malformed_bitmap(std::string_view xml) {
   // 1.x's format. Another root, or none yet, counts as v2 (the stricter check).
   bool v1 = false;
   bool root_seen = false;
+  bool object_seen = false;           // the first <object> (the topology's root object) was read
+  std::vector<std::string_view> names;  // the attributes of the tag being read
   while (i < n) {
     i = xml.find('<', i);
     if (i == std::string_view::npos) break;
@@ -145,6 +158,8 @@ std::string find_malformed_bitmap(std::string_view xml) {
       const std::string_view pi = xml.substr(tag_at, i - tag_at);
       if (pi.size() > 5 && pi.substr(0, 5) == "<?xml" && is_space(pi[5])) {
         if (!rest_of_line_blank()) return at_line(tag_at) + "markup after the XML declaration on its line";
+        // hwloc's own parser skips the declaration's first line, and reads what follows as markup.
+        if (pi.find('\n') != std::string_view::npos) return at_line(tag_at) + "an XML declaration on more than one line";
         const size_t enc = pi.find("encoding");
         if (enc != std::string_view::npos) {
           size_t q = pi.find_first_of("\"'", enc);
@@ -175,6 +190,8 @@ std::string find_malformed_bitmap(std::string_view xml) {
       if (i >= n) return at_line(tag_at) + "a declaration that does not end";
       ++i;
       if (doctype && !rest_of_line_blank()) return at_line(tag_at) + "markup after the DOCTYPE on its line";
+      if (doctype && xml.substr(tag_at, i - tag_at).find('\n') != std::string_view::npos)
+        return at_line(tag_at) + "a DOCTYPE on more than one line";
       continue;
     }
     if (rest.substr(0, 2) == "</") {
@@ -188,6 +205,7 @@ std::string find_malformed_bitmap(std::string_view xml) {
     const std::string_view element = local_name(xml.substr(tag_at + 1, i - tag_at - 1));
     bool has[4] = {false, false, false, false};  // cpuset, complete_cpuset, nodeset, complete_nodeset
     bool ended = false;                          // the tag's end was reached: its attributes are all known
+    names.clear();
     std::string_view type;
     bool has_type = false;
     std::string_view os_index;
@@ -216,6 +234,14 @@ std::string find_malformed_bitmap(std::string_view xml) {
       // hwloc writes '<' and '>' escaped; its own parser ends a tag at the first '>'.
       if (value.find_first_of("<>") != std::string_view::npos)
         return at_line(name_at) + printable(name) + "=\"" + printable(value) + "\" holds a raw '<' or '>'";
+      if (!references_read_alike(value))
+        return at_line(name_at) + printable(name) + "=\"" + printable(value) +
+               "\" holds a reference other than &quot; &lt; &gt; &amp; &#9; &#10; &#13; (hwloc's own reader stops at it)";
+      // libxml2 refuses a repeated attribute; hwloc's own reader keeps the last, and asserts on
+      // some (a v1 Cache's type given again).
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        return at_line(name_at) + "attribute \"" + printable(name) + "\" given twice in one tag";
+      names.push_back(name);
       if (is_bitmap_attribute(name) && !is_bitmap(value))
         return at_line(name_at) + printable(name) + "=\"" + printable(value) +
                "\" is not an hwloc bitmap (0x-prefixed hexadecimal words separated by commas)";
@@ -269,6 +295,13 @@ std::string find_malformed_bitmap(std::string_view xml) {
              "\"> has " + (os_index_at == std::string_view::npos ? std::string("no os_index") : "os_index=\"" + printable(os_index) + "\"") +
              ": a PU's or a NUMA node's index must be a decimal number below " + std::to_string(kMaxBitIndex) +
              " (hwloc would size its sets to it; with none, to 4294967295)";
+    // hwloc 2.9 asserts when it drops the root object (a Group or an I/O object there).
+    if (element == "object" && !object_seen) {
+      object_seen = true;
+      if (type != "Machine" && !(v1 && (type == "System" || type == "NUMANode")))
+        return at_line(tag_at) + "the first <object> is a \"" + printable(type) +
+               "\": the root of a topology is a Machine (a System or a NUMANode in a v1 file)";
+    }
   }
   return "";
 }

@@ -40,12 +40,17 @@ namespace cxltier::topo {
 // a raw '<' or '>' in an attribute value (hwloc writes them escaped; its own parser ends a tag
 // at the first '>'), markup after an XML declaration or a DOCTYPE on its line (its own parser
 // skips that line), an internal DTD subset, a root <topology> whose version is not digits, a
-// dot and digits (the format's version is the root's, as hwloc reads it), an attribute not
-// written as hwloc writes one (name="value", the name in lowercase letters and '_', one space,
-// tab or newline before it: its own parser stops reading a tag's attributes at any other, and
-// to libxml2 "xmlns:x" is a namespace declaration, no attribute), and a start tag that does not
-// end after its attributes. An element's namespace prefix is ignored, as libxml2 gives hwloc
-// local names. Other text that is not well-formed is left for hwloc to refuse.
+// dot and digits (the format's version is the root's, as hwloc reads it), an XML declaration or
+// DOCTYPE on more than one line (its own parser skips one line), an attribute not written as
+// hwloc writes one (name="value", the name in lowercase letters and '_', spaces, tabs or
+// newlines between: its own parser stops reading a tag's attributes at any other, and to
+// libxml2 "xmlns:x" is a namespace declaration, no attribute), an attribute given twice in a
+// tag, a value holding a reference other than &quot; &lt; &gt; &amp; &#9; &#10; &#13; (its own
+// parser stops at any other, libxml2 decodes it), and a start tag that does not end after its
+// attributes. Also refused: a first <object> (the root) that is not a Machine (a System or a
+// NUMANode in a v1 file): hwloc 2.9 asserts when it drops the root. An element's namespace
+// prefix is ignored (as strict as libxml2, which gives hwloc the local name of a declared one).
+// Other text that is not well-formed is left for hwloc to refuse.
 std::string find_malformed_bitmap(std::string_view xml);
 
 }  // namespace cxltier::topo

@@ -192,11 +192,13 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<object complete_nodeset=\"0x1\">", "has complete_nodeset but no nodeset");
   has("<object nodeset=\"0x1\" complete_nodeset=\"0x1\">", "line 1: <object> has no type");
   EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Machine\" nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
-  EXPECT_EQ(topo::find_malformed_bitmap("<topology>\n<object type=\"Group\" cpuset=\"0x3\"/><object type=\"Misc\" cpuset=\"0x1\"/>"),
+  EXPECT_EQ(topo::find_malformed_bitmap(
+                "<topology>\n<object type=\"Machine\"><object type=\"Group\" cpuset=\"0x3\"/><object type=\"Misc\" cpuset=\"0x1\"/>"),
             "");
   has("<topology version=\"2.0\">\n<object type=\"Group\" cpuset=\"0x3\"/>", "has cpuset but no complete_cpuset");
   has("<topology>\n<object type=\"NUMANode\" nodeset=\"0x1\"/>", "has nodeset but no complete_nodeset");
-  // Element names are read as libxml2 reads them (local names); attributes only as hwloc
+  // Element names are read without a prefix (libxml2 gives hwloc the local name of a declared
+  // one: so the check is as strict or stricter); attributes only as hwloc
   // writes them: a namespace declaration is no attribute to libxml2, a prefixed name one that
   // hwloc's own reader stops at, and so are other names, quotes and spacing.
   has("<x:object type=\"PU\" cpuset=\"0x1\"/>", "has cpuset but no complete_cpuset");
@@ -210,7 +212,7 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<topology>\n<object type=\"PU\" os_index=\"1\" junk/>", "line 2: attribute \"junk\" is not written");
   has("<topology>\n<object type=\"PU\" os_index=\"1\" <a/>", "line 2: a start tag that does not end as hwloc writes one");
   has("<object type=\"PU\" os_index=\"1\"", "a start tag that does not end");
-  // Single quotes, comments and other tags' text are read as XML reads them.
+  // Comments and other tags' text are read as XML reads them.
   EXPECT_NE(topo::find_malformed_bitmap("<a nodeset=\"x\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
   EXPECT_EQ(topo::find_malformed_bitmap("<a info=\"cpuset\" value=\"x\"/>"), "");
@@ -227,9 +229,9 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<object type=\"Machine\" subtype=\"><object type=\"PU\" cpuset=\",x1\"/>", "holds a raw '<' or '>'");
   has(std::string("<topology>\0<a/>", 15), "a NUL byte");
   // The format's version is the root's, as hwloc reads it, in the form hwloc writes.
-  const std::string lone_group = "\n<object type=\"Group\" cpuset=\"0x3\"/>";
+  const std::string lone_group = "\n<object type=\"Machine\"><object type=\"Group\" cpuset=\"0x3\"/></object>";
   has("<topology version=\" 2.0\">" + lone_group, "is not a version hwloc writes");
-  has("<topology version=\"&#50;.0\">" + lone_group, "is not a version hwloc writes");
+  has("<topology version=\"&#50;.0\">" + lone_group, "holds a reference other than &quot;");
   has("<topology version=\"2.0\"><info name=\"a\" value=\"b\"><topology version=\"1.0\"/></info>" + lone_group,
       "has cpuset but no complete_cpuset");
   EXPECT_EQ(topo::find_malformed_bitmap("<topology version=\"01.0\">" + lone_group), "");
@@ -244,8 +246,8 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
 // not bits and are left alone, and the largest index and bitmap allowed still pass.
 TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
   const auto object = [](const std::string &type, const std::string &os_index) {
-    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<object type=\"" + type + "\" os_index=\"" + os_index +
-                                       "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>\n</topology>\n");
+    return topo::find_malformed_bitmap("<topology version=\"2.0\"><object type=\"Machine\">\n<object type=\"" + type + "\" os_index=\"" +
+                                       os_index + "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>\n</object></topology>\n");
   };
   for (const char *type : {"PU", "NUMANode", "pu", "Node", "Unknown"})
     for (const char *index : {"4294967294", "1048576", "-2", "+1", " 1", "0x10", "", "99999999"}) {
@@ -257,13 +259,15 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
     for (const char *index : {"0", "1048575", "2068"}) EXPECT_EQ(object(type, index), "") << type << " " << index;
   for (const char *type : {"Core", "Package", "Group", "L3Cache", "OSDev"}) EXPECT_EQ(object(type, "4294967294"), "") << type;
   // The type may come after the index; a PU or NUMA node without one gets 4294967295 from hwloc.
-  EXPECT_NE(topo::find_malformed_bitmap("<object os_index=\"4294967294\" type=\"PU\"/>"), "");
+  EXPECT_NE(topo::find_malformed_bitmap("<object type=\"Machine\"><object os_index=\"4294967294\" type=\"PU\"/>")
+                .find("has os_index=\"4294967294\""),
+            std::string::npos);
   for (const char *type : {"PU", "NUMANode"}) {
     const std::string msg = topo::find_malformed_bitmap(std::string("<topology version=\"2.0\">\n<object type=\"") + type +
                                                         "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>");
     EXPECT_NE(msg.find(std::string("line 2: <object type=\"") + type + "\"> has no os_index"), std::string::npos) << msg;
   }
-  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>"), "");
+  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Machine\"><object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>"), "");
   // A distance matrix of more values than the text could hold (hwloc allocates them first).
   const auto distances = [](const std::string &element, const std::string &nbobjs) {
     return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<" + element + " type=\"NUMANode\" nbobjs=\"" + nbobjs +
@@ -286,4 +290,35 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
   const std::string msg = nodeset(words + ",");
   EXPECT_NE(msg.find("line 2: nodeset=\"0x1,,,"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has more than 32768 words"), std::string::npos) << msg;
+}
+
+// Text that hwloc's own reader (without the libxml2 plugin) reads otherwise than libxml2 and the
+// check, or on which hwloc 2.9 asserts, found by a review of its import: a reference it does not
+// decode (it stops reading the tag's attributes there, so an os_index after it is never read),
+// an XML declaration or DOCTYPE over several lines (it skips one line), an attribute given
+// twice (a v1 Cache that is also a PU made it assert), and a root object it drops (it asserts).
+TEST(BadTopologyInputExtra, BitmapCheckRefusesWhatHwlocsReadersReadApart) {
+  const auto has = [](const std::string &xml, const std::string &fragment) {
+    const std::string msg = topo::find_malformed_bitmap(xml);
+    EXPECT_NE(msg.find(fragment), std::string::npos) << xml << " -> " << msg;
+  };
+  const std::string machine = "<topology version=\"2.0\">\n<object type=\"Machine\">\n";
+  has(machine + "<object type=\"NUMANode\" nodeset=\"0x1\" complete_nodeset=\"0x1\" name=\"&#65;\" os_index=\"0\"/>",
+      "line 3: name=\"&#65;\" holds a reference other than");
+  for (const char *ref : {"&#x41;", "&apos;", "&", "&amp", "a&b;"})
+    has(machine + "<info name=\"n\" value=\"" + ref + "\"/>", "holds a reference other than");
+  EXPECT_EQ(topo::find_malformed_bitmap(machine + "<info name=\"n\" value=\"&quot;&lt;&gt;&amp;&#9;&#10;&#13;\"/>"), "");
+  has("<?xml version=\"1.0\" encoding=\"UTF-8\"\n<topology version=\"2.0\">\n?>", "line 1: an XML declaration on more than one line");
+  has("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\n<topology version=\"2.0\">\n\">", "line 1: a DOCTYPE on more than one line");
+  EXPECT_EQ(topo::find_malformed_bitmap("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n" + machine), "");
+  has("<topology>\n<object type=\"Machine\">\n<object type=\"Cache\" type=\"PU\" os_index=\"0\"/>", "line 3: attribute \"type\" given twice");
+  has(machine + "<object type=\"Core\" os_index=\"0\" os_index=\"1\"/>", "attribute \"os_index\" given twice");
+  // The root object: a Machine (a System or a NUMANode in a v1 file).
+  has("<topology>\n<object type=\"Group\" cpuset=\"0x1\"/>\n</topology>", "line 2: the first <object> is a \"Group\"");
+  has("<topology version=\"2.0\">\n<object type=\"PCIDev\" pci_busid=\"zz\"/>", "the first <object> is a \"PCIDev\"");
+  has("<topology version=\"2.0\">\n<object type=\"System\"/>", "the first <object> is a \"System\"");
+  for (const char *root : {"Machine", "System", "NUMANode"}) {
+    const std::string os_index = std::string(root) == "NUMANode" ? " os_index=\"0\"" : "";
+    EXPECT_EQ(topo::find_malformed_bitmap(std::string("<topology>\n<object type=\"") + root + "\"" + os_index + "/>"), "") << root;
+  }
 }
