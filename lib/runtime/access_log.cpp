@@ -44,9 +44,9 @@
 //     shard's active buffer, and takes the batch's number from the log's counter
 //     (AccessLog::Batch). Each of the first kShards threads to record in this runtime owns
 //     a shard, claimed at its first access (later threads share one, each always the same), so
-//     engine threads append in parallel; the shard lock covers the copy of the batch and its number only, and
-//     a thread that finds it taken pauses up to kShardLockSpinUs before it blocks (so does the
-//     drainer's swap in step 3). When the buffer has no room and more than one shard has been
+//     engine threads append in parallel; the shard lock covers the copy of the batch and its
+//     number only, and a thread that finds it taken pauses up to kShardLockSpinUs before it
+//     blocks (so does the drainer's swap in step 3). When the buffer has no room and more than one shard has been
 //     used (other engine threads record, or did), E first waits a bounded while for another
 //     thread's drain (step(), a query, the mover) to empty it, trying to append again every
 //     few rounds and holding no lock; if no room comes, or E's is the only shard used, E takes
@@ -410,7 +410,7 @@ bool Runtime::Impl::log_access_handles(const uint64_t *handles, const float *att
   // The batch's own arrays, one line in every 8 handles (16 attention values) 256 on: read in
   // order, but fetched by the core's stream prefetcher only while the line fill buffers have
   // room, which the random prefetches above keep full; an array not in cache (the engine built
-  // it a while before) then stalled the check on each of its lines (1.27x at 1M resident blocks,
+  // it a while before) then stalled the check on each of its lines (1.36x at 1M resident blocks,
   // random, with 4,096-handle batches from an 8 MiB set; bench/README.md).
   constexpr size_t kArrayAhead = 256;
   // Which check (step 1): while the store has few ids, every state is cached and the residency

@@ -114,7 +114,9 @@ struct ParallelDrain {
   bool reverse_claims = false;
   unsigned drainer_first = 0;  // [runtime mutex] the first part the drainer claimed in the last drain (tests)
   uint64_t drains = 0;                      // drains applied in parts (runtime mutex)
-  uint64_t interleaved = 0;                 // drains that would have gone in parts, applied serially: shards interleaved (runtime mutex)
+  // Drains that had the records for parts, applied serially: their shards' batches interleaved
+  // (runtime mutex).
+  uint64_t interleaved = 0;
   std::atomic<uint64_t> parts_helped{0};    // parts applied by a helper (tests read it)
 };
 

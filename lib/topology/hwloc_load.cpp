@@ -3,7 +3,7 @@
 // that name the file and the reason. hwloc itself prints nothing about a bad XML file unless the
 // user set HWLOC_XML_VERBOSE, so our one-line error is the only output.
 #include "lib/topology/hwloc_load.hpp"
-#include "lib/topology/xml_bitmaps.hpp"
+#include "lib/topology/xml_precheck.hpp"
 
 #include "lib/core/read_upto.hpp"
 
@@ -51,9 +51,9 @@ HwlocTopology new_handle(const std::string &what) {
 std::string quoted(const std::string &path) { return "'" + path + "'"; }
 
 // hwloc 2.9 aborts on some malformed bitmap values instead of refusing the file
-// (xml_bitmaps.hpp), so they are refused here first.
+// (xml_precheck.hpp), so they are refused here first.
 void refuse_malformed_bitmaps(std::string_view xml, const std::string &what) {
-  const std::string bad = find_malformed_bitmap(xml);
+  const std::string bad = find_unsafe_xml(xml);
   if (!bad.empty()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": malformed hwloc XML: ", bad);
 }
 

@@ -3,7 +3,7 @@
 // reason) and through `cxltier topo` (exit status 2, exactly one line on stderr, nothing on
 // stdout): never a crash and never an empty success.
 #include "lib/topology/hwloc_load.hpp"
-#include "lib/topology/xml_bitmaps.hpp"
+#include "lib/topology/xml_precheck.hpp"
 #include "test_util.hpp"
 
 #include <cxltier/error.hpp>
@@ -153,14 +153,14 @@ TEST(BadTopologyInputExtra, UnknownCliOptionIsBadInput) {
   EXPECT_EQ(r.status, 2);
 }
 
-// The bitmap check before hwloc reads a file (lib/topology/xml_bitmaps.hpp): every topology
+// The bitmap check before hwloc reads a file (lib/topology/xml_precheck.hpp): every topology
 // in tests/data passes it, and the malformed values a fuzzer found (and hwloc 2.9 would abort
 // on) are named with their line.
 TEST(BadTopologyInputExtra, BitmapCheckPassesEveryKnownTopology) {
   size_t files = 0;
   for (const auto &e : fs::recursive_directory_iterator(topology_data_dir())) {
     if (!e.is_regular_file() || e.path().extension() != ".xml") continue;
-    EXPECT_EQ(topo::find_malformed_bitmap(read_file(e.path())), "") << e.path();
+    EXPECT_EQ(topo::find_unsafe_xml(read_file(e.path())), "") << e.path();
     ++files;
   }
   EXPECT_GE(files, 10u);
@@ -168,7 +168,7 @@ TEST(BadTopologyInputExtra, BitmapCheckPassesEveryKnownTopology) {
 
 TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   const auto check = [](const std::string &value) {
-    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<object type=\"Machine\" cpuset=\"0x3\" complete_cpuset=\"0x3\"\n  complete_nodeset=\"0x1\" nodeset=\"" +
+    return topo::find_unsafe_xml("<topology version=\"2.0\">\n<object type=\"Machine\" cpuset=\"0x3\" complete_cpuset=\"0x3\"\n  complete_nodeset=\"0x1\" nodeset=\"" +
                                        value + "\"/>\n</topology>\n");
   };
   for (const char *good : {"0x00000001", "0x0", "0xf...f", "0xf...f,0x00000003", "0x000000ff,,0x0000ffff",
@@ -184,15 +184,15 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   // NULL bitmap there); both or neither is fine, and a v1 Group or Misc object may have a cpuset
   // alone (hwloc 1.7.2 and older wrote I/O Groups so).
   const auto has = [](const std::string &xml, const std::string &fragment) {
-    const std::string msg = topo::find_malformed_bitmap(xml);
+    const std::string msg = topo::find_unsafe_xml(xml);
     EXPECT_NE(msg.find(fragment), std::string::npos) << xml << " -> " << msg;
   };
   has("<topology version=\"2.0\">\n<object type=\"PU\" cpuset=\"0x1\"/>",
       "line 2: <object type=\"PU\"> has cpuset but no complete_cpuset");
   has("<object complete_nodeset=\"0x1\">", "has complete_nodeset but no nodeset");
   has("<object nodeset=\"0x1\" complete_nodeset=\"0x1\">", "line 1: <object> has no type");
-  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Machine\" nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
-  EXPECT_EQ(topo::find_malformed_bitmap(
+  EXPECT_EQ(topo::find_unsafe_xml("<object type=\"Machine\" nodeset=\"0x1\" complete_nodeset=\"0x1\"><object type=\"OSDev\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml(
                 "<topology>\n<object type=\"Machine\"><object type=\"Group\" cpuset=\"0x3\"/><object type=\"Misc\" cpuset=\"0x1\"/>"),
             "");
   has("<topology version=\"2.0\">\n<object type=\"Group\" cpuset=\"0x3\"/>", "has cpuset but no complete_cpuset");
@@ -213,17 +213,17 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<topology>\n<object type=\"PU\" os_index=\"1\" <a/>", "line 2: a start tag that does not end as hwloc writes one");
   has("<object type=\"PU\" os_index=\"1\"", "a start tag that does not end");
   // Comments and other tags' text are read as XML reads them.
-  EXPECT_NE(topo::find_malformed_bitmap("<a nodeset=\"x\"/>"), "");
-  EXPECT_EQ(topo::find_malformed_bitmap("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
-  EXPECT_EQ(topo::find_malformed_bitmap("<a info=\"cpuset\" value=\"x\"/>"), "");
-  EXPECT_EQ(topo::find_malformed_bitmap("<a cpuset=\"0xf...f,,0x0\"/>"), "");
+  EXPECT_NE(topo::find_unsafe_xml("<a nodeset=\"x\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<!-- <a nodeset='x'/> --><a name=\"nodeset='x'\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<a info=\"cpuset\" value=\"x\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<a cpuset=\"0xf...f,,0x0\"/>"), "");
   // Text that a parser could read differently from the check is refused, not skipped.
   has("<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"><!--\">\n<topology version=\"2.0\"><a nodeset=\",x1\"/>",
       "nodeset=\",x1\" is not an hwloc bitmap");  // the '>' in the literal ends nothing
   has("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\"><!--\n<a nodeset=\",x1\"/>\n-->", "markup after the DOCTYPE on its line");
   has("<?xml version=\"1.0\"?><!--\n-->", "markup after the XML declaration on its line");
   has("<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n<topology/>", "an encoding other than UTF-8");
-  EXPECT_EQ(topo::find_malformed_bitmap("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<topology/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<topology/>"), "");
   has("<topology>\n<!-- no end", "line 2: a comment that does not end");
   has("<topology>\n<a b=\"x", "line 2: an attribute value that does not end");
   has("<object type=\"Machine\" subtype=\"><object type=\"PU\" cpuset=\",x1\"/>", "holds a raw '<' or '>'");
@@ -234,11 +234,11 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
   has("<topology version=\"&#50;.0\">" + lone_group, "holds a reference other than &quot;");
   has("<topology version=\"2.0\"><info name=\"a\" value=\"b\"><topology version=\"1.0\"/></info>" + lone_group,
       "has cpuset but no complete_cpuset");
-  EXPECT_EQ(topo::find_malformed_bitmap("<topology version=\"01.0\">" + lone_group), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<topology version=\"01.0\">" + lone_group), "");
   // "<!-->" opens a comment and does not close it; an internal DTD subset is refused.
   has("<topology version=\"2.0\"><!--> <topology version=\"1.0\"/> -->" + lone_group, "has cpuset but no complete_cpuset");
   has("<?xml version=\"1.0\"?>\n<!DOCTYPE topology [<!-- it's -->]>\n<topology/>", "an internal DTD subset");
-  EXPECT_EQ(topo::find_malformed_bitmap("<?xml-stylesheet href=\"a\"?><topology/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<?xml-stylesheet href=\"a\"?><topology/>"), "");
 }
 
 // Indexes and bitmaps that would make hwloc size a set to billions of bits (a PU or a NUMA node
@@ -246,7 +246,7 @@ TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
 // not bits and are left alone, and the largest index and bitmap allowed still pass.
 TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
   const auto object = [](const std::string &type, const std::string &os_index) {
-    return topo::find_malformed_bitmap("<topology version=\"2.0\"><object type=\"Machine\">\n<object type=\"" + type + "\" os_index=\"" +
+    return topo::find_unsafe_xml("<topology version=\"2.0\"><object type=\"Machine\">\n<object type=\"" + type + "\" os_index=\"" +
                                        os_index + "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>\n</object></topology>\n");
   };
   for (const char *type : {"PU", "NUMANode", "pu", "Node", "Unknown"})
@@ -259,18 +259,18 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
     for (const char *index : {"0", "1048575", "2068"}) EXPECT_EQ(object(type, index), "") << type << " " << index;
   for (const char *type : {"Core", "Package", "Group", "L3Cache", "OSDev"}) EXPECT_EQ(object(type, "4294967294"), "") << type;
   // The type may come after the index; a PU or NUMA node without one gets 4294967295 from hwloc.
-  EXPECT_NE(topo::find_malformed_bitmap("<object type=\"Machine\"><object os_index=\"4294967294\" type=\"PU\"/>")
+  EXPECT_NE(topo::find_unsafe_xml("<object type=\"Machine\"><object os_index=\"4294967294\" type=\"PU\"/>")
                 .find("has os_index=\"4294967294\""),
             std::string::npos);
   for (const char *type : {"PU", "NUMANode"}) {
-    const std::string msg = topo::find_malformed_bitmap(std::string("<topology version=\"2.0\">\n<object type=\"") + type +
+    const std::string msg = topo::find_unsafe_xml(std::string("<topology version=\"2.0\">\n<object type=\"") + type +
                                                         "\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>");
     EXPECT_NE(msg.find(std::string("line 2: <object type=\"") + type + "\"> has no os_index"), std::string::npos) << msg;
   }
-  EXPECT_EQ(topo::find_malformed_bitmap("<object type=\"Machine\"><object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<object type=\"Machine\"><object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\"/>"), "");
   // A distance matrix of more values than the text could hold (hwloc allocates them first).
   const auto distances = [](const std::string &element, const std::string &nbobjs) {
-    return topo::find_malformed_bitmap("<topology version=\"2.0\">\n<" + element + " type=\"NUMANode\" nbobjs=\"" + nbobjs +
+    return topo::find_unsafe_xml("<topology version=\"2.0\">\n<" + element + " type=\"NUMANode\" nbobjs=\"" + nbobjs +
                                        "\" kind=\"5\" indexing=\"os\">\n<indexes length=\"4\">0 1 </indexes>\n<u64values length=\"12\">10 21 21 10 </u64values>\n</" +
                                        element + ">\n" + std::string(200, ' ') + "</topology>\n");
   };
@@ -284,7 +284,7 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
   std::string words = "0x1";
   for (int i = 1; i < 32768; ++i) words += ",";
   const auto nodeset = [](const std::string &value) {
-    return topo::find_malformed_bitmap("<object type=\"Machine\"\n nodeset=\"" + value + "\" complete_nodeset=\"0x1\"/>");
+    return topo::find_unsafe_xml("<object type=\"Machine\"\n nodeset=\"" + value + "\" complete_nodeset=\"0x1\"/>");
   };
   EXPECT_EQ(nodeset(words), "");
   const std::string msg = nodeset(words + ",");
@@ -299,7 +299,7 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesHugeIndexes) {
 // twice (a v1 Cache that is also a PU made it assert), and a root object it drops (it asserts).
 TEST(BadTopologyInputExtra, BitmapCheckRefusesWhatHwlocsReadersReadApart) {
   const auto has = [](const std::string &xml, const std::string &fragment) {
-    const std::string msg = topo::find_malformed_bitmap(xml);
+    const std::string msg = topo::find_unsafe_xml(xml);
     EXPECT_NE(msg.find(fragment), std::string::npos) << xml << " -> " << msg;
   };
   const std::string machine = "<topology version=\"2.0\">\n<object type=\"Machine\">\n";
@@ -307,10 +307,10 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesWhatHwlocsReadersReadApart) {
       "line 3: name=\"&#65;\" holds a reference other than");
   for (const char *ref : {"&#x41;", "&apos;", "&", "&amp", "a&b;"})
     has(machine + "<info name=\"n\" value=\"" + ref + "\"/>", "holds a reference other than");
-  EXPECT_EQ(topo::find_malformed_bitmap(machine + "<info name=\"n\" value=\"&quot;&lt;&gt;&amp;&#9;&#10;&#13;\"/>"), "");
+  EXPECT_EQ(topo::find_unsafe_xml(machine + "<info name=\"n\" value=\"&quot;&lt;&gt;&amp;&#9;&#10;&#13;\"/>"), "");
   has("<?xml version=\"1.0\" encoding=\"UTF-8\"\n<topology version=\"2.0\">\n?>", "line 1: an XML declaration on more than one line");
   has("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\n<topology version=\"2.0\">\n\">", "line 1: a DOCTYPE on more than one line");
-  EXPECT_EQ(topo::find_malformed_bitmap("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n" + machine), "");
+  EXPECT_EQ(topo::find_unsafe_xml("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n" + machine), "");
   has("<topology>\n<object type=\"Machine\">\n<object type=\"Cache\" type=\"PU\" os_index=\"0\"/>", "line 3: attribute \"type\" given twice");
   has(machine + "<object type=\"Core\" os_index=\"0\" os_index=\"1\"/>", "attribute \"os_index\" given twice");
   // The root object: a Machine (a System or a NUMANode in a v1 file).
@@ -319,6 +319,6 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesWhatHwlocsReadersReadApart) {
   has("<topology version=\"2.0\">\n<object type=\"System\"/>", "the first <object> is a \"System\"");
   for (const char *root : {"Machine", "System", "NUMANode"}) {
     const std::string os_index = std::string(root) == "NUMANode" ? " os_index=\"0\"" : "";
-    EXPECT_EQ(topo::find_malformed_bitmap(std::string("<topology>\n<object type=\"") + root + "\"" + os_index + "/>"), "") << root;
+    EXPECT_EQ(topo::find_unsafe_xml(std::string("<topology>\n<object type=\"") + root + "\"" + os_index + "/>"), "") << root;
   }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bitmap attribute checks (xml_bitmaps.hpp): a small scanner over the XML's tags, which
-// reads element names, attribute names and quoted values and nothing else.
-#include "lib/topology/xml_bitmaps.hpp"
+// The check before hwloc reads a topology (xml_precheck.hpp): a small scanner over the XML's
+// tags, which reads element names, attribute names and quoted values and nothing else.
+#include "lib/topology/xml_precheck.hpp"
 
 #include "lib/core/text.hpp"
 
@@ -26,7 +26,7 @@ bool is_word(std::string_view w) {
   return std::all_of(w.begin() + 2, w.end(), is_hex);
 }
 
-// The grammar of xml_bitmaps.hpp.
+// The grammar of xml_precheck.hpp.
 bool is_bitmap(std::string_view v) {
   constexpr std::string_view kInfinite = "0xf...f";
   const bool infinite = v.substr(0, kInfinite.size()) == kInfinite;
@@ -111,7 +111,7 @@ size_t line_of(std::string_view xml, size_t at) {
 
 }  // namespace
 
-std::string find_malformed_bitmap(std::string_view xml) {
+std::string find_unsafe_xml(std::string_view xml) {
   const size_t n = xml.size();
   auto at_line = [&](size_t at) { return "line " + std::to_string(line_of(xml, at)) + ": "; };
   if (const size_t nul = xml.find('\0'); nul != std::string_view::npos)

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Checks of the bitmap attributes of an hwloc XML text (cpuset, nodeset and the like, and the
-// indexes that are bits of them) before hwloc reads it. Debian's hwloc 2.9 does not refuse every malformed one: it aborts the process
-// on a failed assert() for some values (",x00000001", for one), and dereferences a NULL bitmap
-// when an object has a cpuset but no complete_cpuset (or the same for nodesets). A topology
-// file like that must be refused with an error, not kill the engine that opened it.
+// The check of an hwloc XML text before hwloc reads it: its bitmap attributes (cpuset, nodeset
+// and the like), the indexes and sizes hwloc allocates by, its root object, and text that
+// hwloc's two readers would read differently. Debian's hwloc 2.9 does not refuse every
+// malformed file: it aborts the process on a failed assert() for some values (",x00000001",
+// for one), dereferences a NULL bitmap when an object has a cpuset but no complete_cpuset (or
+// the same for nodesets), and allocates 512 MiB for a NUMA node at index 4294967294. A topology
+// file like that must be refused with an error, not kill or bloat the engine that opened it.
 // Internal to lib/topology.
 #pragma once
 
@@ -51,6 +53,6 @@ namespace cxltier::topo {
 // NUMANode in a v1 file): hwloc 2.9 asserts when it drops the root. An element's namespace
 // prefix is ignored (as strict as libxml2, which gives hwloc the local name of a declared one).
 // Other text that is not well-formed is left for hwloc to refuse.
-std::string find_malformed_bitmap(std::string_view xml);
+std::string find_unsafe_xml(std::string_view xml);
 
 }  // namespace cxltier::topo
