@@ -32,9 +32,9 @@
 //     is taken and cleared under M before it is released; E reads it before each try), and more
 //     than one shard is used, E keeps trying for up to kAtCallWaitUs from the first try,
 //     pausing and helping any drain in parts, and stops when a thread is counted waiting or the
-//     flag was clear before a failed try (M held by a drain, a query, the mover; or the holder
-//     was between clearing the flag and releasing M: a slower path only). When it has M, E sets
-//     applying_at_call, drains (step 3: every waiting record, its own earlier ones among them,
+//     flag was clear before two failed tries in a row (M held by a drain, a query, the mover;
+//     one is not enough: the holder clears the flag just before it releases M). When it has M,
+//     E sets applying_at_call, drains (step 3: every waiting record, its own earlier ones among them,
 //     comes first) and applies the batch itself, in order, each record checked again and
 //     applied as step 3 applies one, clears the flag and appends nothing. A counted waiter gets
 //     M after at most the batches already applying or past their check of the count. Otherwise
@@ -392,12 +392,17 @@ bool Runtime::Impl::lock_at_call(bool by_entry) noexcept {
   // for it: a batch left to a drain is applied by another core on lines it must fetch again.
   if (!several) return false;
   at_call_waits.fetch_add(1, std::memory_order_relaxed);
+  // The holder clears the flag just before it releases M: one round that found the flag clear
+  // and M taken may have fallen between the two, so it takes two such rounds in a row to give
+  // up (M held by a drain, a query or the mover: one pause more before the batch is appended).
+  unsigned clear = 0;
   for (SpinBudget wait(at_call_wait_us.load(std::memory_order_relaxed));;) {
     const bool at_call = applying_at_call.load(std::memory_order_relaxed);
     if (lock_count.waiters.load(std::memory_order_relaxed) != 0) return false;
     if (help_drain()) continue;  // the holder's drain first is applied in parts: help it
     if (mu.try_lock()) return true;
-    if (!at_call || !wait.spin()) return false;  // held by a drain, a query or the mover
+    clear = at_call ? 0 : clear + 1;
+    if (clear == 2 || !wait.spin()) return false;
   }
 }
 
