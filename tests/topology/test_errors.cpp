@@ -164,6 +164,17 @@ TEST(BadTopologyInputExtra, BitmapCheckPassesEveryKnownTopology) {
     ++files;
   }
   EXPECT_GE(files, 10u);
+  // hwloc 1.x files (tests/data/topologies-v1): the check's v1 rules, and each loads.
+  size_t v1 = 0;
+  for (const auto &e : fs::directory_iterator(topology_data_dir().parent_path() / "topologies-v1")) {
+    if (!e.is_regular_file() || e.path().extension() != ".xml") continue;
+    const std::string text = read_file(e.path());
+    EXPECT_EQ(text.find("<topology version"), std::string::npos) << e.path() << ": not a v1 file";
+    EXPECT_EQ(topo::find_unsafe_xml(text), "") << e.path();
+    EXPECT_FALSE(load_topology_xml(e.path().string()).tiers.empty()) << e.path();
+    ++v1;
+  }
+  EXPECT_EQ(v1, 3u);
 }
 
 TEST(BadTopologyInputExtra, BitmapCheckNamesTheValue) {
