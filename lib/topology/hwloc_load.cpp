@@ -50,9 +50,9 @@ HwlocTopology new_handle(const std::string &what) {
 
 std::string quoted(const std::string &path) { return "'" + path + "'"; }
 
-// hwloc 2.9 aborts on some malformed bitmap values instead of refusing the file
-// (xml_precheck.hpp), so they are refused here first.
-void refuse_malformed_bitmaps(std::string_view xml, const std::string &what) {
+// hwloc 2.9 aborts, crashes or allocates hundreds of MiB on some malformed files instead of
+// refusing them (xml_precheck.hpp), so they are refused here first.
+void refuse_unsafe_xml(std::string_view xml, const std::string &what) {
   const std::string bad = find_unsafe_xml(xml);
   if (!bad.empty()) fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": malformed hwloc XML: ", bad);
 }
@@ -167,7 +167,7 @@ HwlocTopology load_xml_file(const std::string &path) {
          " this program runs with (it reads formats 1.x and 2.x; export the file as v2 XML)");
   }
 
-  // The whole file: checked here (the bitmap check below), then given to hwloc as a buffer, so
+  // The whole file: checked here (the check below), then given to hwloc as a buffer, so
   // that hwloc reads the text that was checked, not whatever the file holds by then. hwloc
   // wants the terminating NUL counted in an int length.
   if (static_cast<uint64_t>(st.st_size) >= static_cast<uint64_t>(INT_MAX))
@@ -177,7 +177,7 @@ HwlocTopology load_xml_file(const std::string &path) {
   if (text.size() != static_cast<size_t>(st.st_size))
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", name, ": read ", text.size(), " of its ",
          static_cast<long long>(st.st_size), " bytes (a read error, or the file changed while it was read)");
-  refuse_malformed_bitmaps(text, name);
+  refuse_unsafe_xml(text, name);
 
   HwlocTopology h = new_handle(name);  // text.size() is st.st_size, below INT_MAX
   if (hwloc_topology_set_xmlbuffer(h.get(), text.c_str(), static_cast<int>(text.size() + 1)) != 0 ||
@@ -196,7 +196,7 @@ HwlocTopology load_xml_buffer(std::string_view xml, const std::string &what) {
   if (std::atoi(version.c_str()) > 2)
     fail(CXLT_ERROR_TOPOLOGY, "cannot load topology ", what, ": hwloc XML format version ", version,
          " cannot be read by hwloc ", hwloc_runtime_version());
-  refuse_malformed_bitmaps(xml, what);
+  refuse_unsafe_xml(xml, what);
   HwlocTopology h = new_handle(what);
   // hwloc wants the terminating NUL counted in the length.
   if (xml.size() >= static_cast<size_t>(INT_MAX))
