@@ -311,10 +311,13 @@ bool LrfuIndex::edges_due() const noexcept {
 
 // The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.
 // Never while each level has a bucket of its own: a crowded level is one value, which no
-// refit would split (new levels refit through note_level).
+// refit would split (new levels refit through note_level); for the same reason a bucket of one
+// value is never the fullest (it keeps its saturated blocks, which may be most of the live).
 bool LrfuIndex::buckets_lopsided() const noexcept {
   if (!levels_.empty()) return false;
-  const uint32_t fullest = *std::max_element(live_in_bucket_.begin(), live_in_bucket_.begin() + nbuckets_);
+  uint32_t fullest = 0;
+  for (unsigned b = 0; b < nbuckets_; ++b)
+    if (!one_value_[b]) fullest = std::max(fullest, live_in_bucket_[b]);
   const size_t in_buckets = live_.size() - live_in_bucket_[sat_index()];
   return fullest > 4 * in_buckets / nbuckets_ + 64;
 }
@@ -442,7 +445,8 @@ void LrfuIndex::place_live(size_t budget) {
     const NodeId id = live_[i];
     const double s = ids_.s(id);
     const uint64_t t = ids_.t(id);
-    const unsigned b = saturated_at(t, sat_now_) ? sat_index() : bucket_of(s);
+    const unsigned own = bucket_of(s);
+    const unsigned b = !one_value_[own] && saturated_at(t, sat_now_) ? sat_index() : own;
     const uint32_t w = ids_.stamp(id);
     if (b != sat_index() && lrfu_stamp::pending(w)) note_level(b, s);  // as flush_pending() would
     ids_[id].bucket = b;

@@ -41,7 +41,10 @@
 //     mixes scores would bound each old block by the bucket's lowest score and a search would
 //     visit them one by one. A search moves each bucket's saturated roots (the oldest entries)
 //     into one more heap, ordered by the decision itself (priority 1 - score, then the
-//     tie-break), whose top is the best saturated block.
+//     tie-break), whose top is the best saturated block. A bucket of one score keeps its
+//     saturated blocks: its bound is its root's priority exactly, and its order is the
+//     saturated heap's among blocks of one score, so moving them would only cost a push and a
+//     pop of that heap.
 // Updates are lazy, in two ways. An access records the block's new state (in the array beside
 // the records, or, in a runtime, where the store has written it already: lrfu_id_records.hpp),
 // makes its heap entry stale (version check) and, the first time since it was last indexed,

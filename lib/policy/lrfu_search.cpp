@@ -71,13 +71,14 @@ double LrfuIndex::from_bound(unsigned bucket, uint64_t t, uint64_t now) const no
 void LrfuIndex::take_roots(unsigned b, uint64_t now) {
   // The heap's root, then the queue's front (its step sorted first, so that the front is the
   // first entry in order), one entry at a time: a stale one goes, a saturated one moves to
-  // sat_pending_, and the first live, unsaturated one stays. No candidate refers into the
-  // bucket yet, so positions may move.
+  // sat_pending_ (unless the bucket holds one score: see the top of lrfu_index.hpp), and the
+  // first live one that does not move stays. No candidate refers into the bucket yet, so
+  // positions may move.
   auto drop_fronts = [&](auto &&front, auto &&pop) {
     for (const Entry *r = front(); r != nullptr; r = front()) {
       if (stale(*r)) {
         --total_entries_;
-      } else if (saturated_at(r->t, now)) {
+      } else if (!one_value_[b] && saturated_at(r->t, now)) {
         sat_pending_.push_back(*r);  // a copy, before the pop
         --live_in_bucket_[b];
       } else {
