@@ -495,6 +495,7 @@ void BM_AccessHandlesThreads(benchmark::State &state) {
 }
 BENCHMARK(BM_AccessHandlesThreads)
     ->ArgsProduct({{1 << 10, 1 << 16, 1 << 20}, {0}, {0}})
+    ->Args({1 << 10, 0, 1})
     ->Args({1 << 16, 0, 1})
     ->Args({1 << 20, 0, 1})
     ->ArgNames({"resident", "runs", "disjoint"})
@@ -683,6 +684,12 @@ CXLT_BENCH_RATIO("two threads vs one, the line checked and updated by the thread
 CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random (total rate)",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:2",
                  "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:1", 1.6);
+CXLT_BENCH_RATIO("two threads vs one, by handle, 1K resident, random, each thread its own half of the blocks (total rate)",
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:1/real_time/threads:2",
+                 "BM_AccessHandlesThreads/resident:1024/runs:0/disjoint:0/real_time/threads:1", 0);
+CXLT_BENCH_RATIO("two threads vs one, the line checked and updated with nothing else, 1K resident, random (total rate)",
+                 "BM_TouchLinesThreads/resident:1024/by_checker:0/real_time/threads:2",
+                 "BM_TouchLinesThreads/resident:1024/by_checker:0/real_time/threads:1", 0);
 CXLT_BENCH_RATIO("two threads vs one, by handle in calls of 64, 1K resident, random (total rate)",
                  "BM_AccessHandlesThreadsPerSequence/resident:1024/real_time/threads:2",
                  "BM_AccessHandlesThreadsPerSequence/resident:1024/real_time/threads:1", 0);
