@@ -309,17 +309,23 @@ bool LrfuIndex::edges_due() const noexcept {
   return stats_.edge_moves == 0 || (rebuilds_since_edges_ >= 4 && buckets_lopsided());
 }
 
-// The edges no longer fit the scores: one bucket holds over 4x its share of the live blocks.
-// Never while each level has a bucket of its own: a crowded level is one value, which no
-// refit would split (new levels refit through note_level); for the same reason a bucket of one
-// value is never the fullest (it keeps its saturated blocks, which may be most of the live).
+// The edges no longer fit the scores: one bucket of a range of scores holds over 4x its share of
+// the live blocks in such buckets. Never while each level has a bucket of its own: a crowded
+// level is one value, which no refit would split (new levels refit through note_level). For the
+// same reason the buckets of one value are not counted, neither as the fullest nor in the
+// shares: they keep their saturated blocks, which may be most of the live ones.
 bool LrfuIndex::buckets_lopsided() const noexcept {
   if (!levels_.empty()) return false;
   uint32_t fullest = 0;
-  for (unsigned b = 0; b < nbuckets_; ++b)
-    if (!one_value_[b]) fullest = std::max(fullest, live_in_bucket_[b]);
-  const size_t in_buckets = live_.size() - live_in_bucket_[sat_index()];
-  return fullest > 4 * in_buckets / nbuckets_ + 64;
+  size_t in_ranges = 0;
+  unsigned ranges = 0;
+  for (unsigned b = 0; b < nbuckets_; ++b) {
+    if (one_value_[b]) continue;
+    fullest = std::max(fullest, live_in_bucket_[b]);
+    in_ranges += live_in_bucket_[b];
+    ++ranges;
+  }
+  return ranges != 0 && fullest > 4 * in_ranges / ranges + 64;
 }
 
 void LrfuIndex::rebuild(bool move_edges, bool replace) {

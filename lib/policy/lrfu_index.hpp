@@ -42,9 +42,12 @@
 //     visit them one by one. A search moves each bucket's saturated roots (the oldest entries)
 //     into one more heap, ordered by the decision itself (priority 1 - score, then the
 //     tie-break), whose top is the best saturated block. A bucket of one score keeps its
-//     saturated blocks: its bound is its root's priority exactly, and its order is the
-//     saturated heap's among blocks of one score, so moving them would only cost a push and a
-//     pop of that heap.
+//     saturated blocks: its order is the saturated heap's among blocks of one score, and where
+//     the recency table is monotone (the bounds are exact) its bound is its root's priority
+//     exactly, so moving them would only cost a push and a pop of that heap. (Past an exact
+//     table, a bound carries the slack, and a search would read such a bucket's tied blocks one
+//     by one, as a mixed bucket's: glibc's expm1 gave monotone tables for 3,000 betas from 0.001
+//     to 10.)
 // Updates are lazy, in two ways. An access records the block's new state (in the array beside
 // the records, or, in a runtime, where the store has written it already: lrfu_id_records.hpp),
 // makes its heap entry stale (version check) and, the first time since it was last indexed,
@@ -156,6 +159,7 @@ public:
     uint64_t search_compactions = 0;  // rebuilds because searches examined many entries
     uint64_t edge_moves = 0;
     uint64_t saturated_moves = 0;   // blocks moved from a bucket to the saturated heap
+    uint64_t saturated_kept = 0;    // saturated roots a bucket of one score kept, as searches read them
     uint64_t level_refits = 0;      // edge refits for a score level not seen before
     uint64_t upkeep_rebuilds = 0;   // rebuilds upkeep() began
     uint64_t upkeep_completed = 0;  // of those, completed by another call (a search, an update)

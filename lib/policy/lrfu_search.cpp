@@ -78,7 +78,11 @@ void LrfuIndex::take_roots(unsigned b, uint64_t now) {
     for (const Entry *r = front(); r != nullptr; r = front()) {
       if (stale(*r)) {
         --total_entries_;
-      } else if (!one_value_[b] && saturated_at(r->t, now)) {
+      } else if (saturated_at(r->t, now)) {
+        if (one_value_[b]) {
+          ++stats_.saturated_kept;
+          break;
+        }
         sat_pending_.push_back(*r);  // a copy, before the pop
         --live_in_bucket_[b];
       } else {

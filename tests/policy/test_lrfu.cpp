@@ -415,15 +415,20 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
     ASSERT_TRUE(sim.run(sc.every_resident ? per / 4 : per)) << sc.name;
     EXPECT_EQ(sim.index.stats().audit_disagreements, 0u);
     const double examined = double(sim.index.stats().entries_examined) / double(std::max<uint64_t>(1, sim.index.stats().victims));
-    std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f, level refits %llu, saturated moves %llu\n",
+    std::printf("%-24s %5zu residents max, %8llu decisions, examined/victim %.1f, level refits %llu, saturated moves %llu, kept %llu\n",
                 sc.name, sc.max_blocks, static_cast<unsigned long long>(sim.decisions), examined,
                 static_cast<unsigned long long>(sim.index.stats().level_refits),
-                static_cast<unsigned long long>(sim.index.stats().saturated_moves));
+                static_cast<unsigned long long>(sim.index.stats().saturated_moves),
+                static_cast<unsigned long long>(sim.index.stats().saturated_kept));
     EXPECT_LT(examined, 32.0) << sc.name << ": the victim search visits tied blocks";
     // Touch mode with a saturating beta and scores that seldom repeat: idle blocks leave their
-    // buckets for the saturated heap (a bucket of one score keeps them: its bound is exact).
+    // buckets for the saturated heap. Scores on a few levels, each with a bucket of its own:
+    // the buckets keep them (their bounds are exact), and searches read them there.
     if (sc.mode == ScoreMode::touch && sc.attention_kind == 0) {
       EXPECT_GT(sim.index.stats().saturated_moves, 0u) << sc.name;
+    }
+    if (sc.mode == ScoreMode::touch && sc.attention_kind != 0 && !sc.every_resident) {
+      EXPECT_GT(sim.index.stats().saturated_kept, 0u) << sc.name;
     }
     // Attention 1.0 gives few distinct scores: each gets a bucket, refitted when a new one shows
     // up, and at most once per bucket pair before the edges fall back to quantiles for good.
