@@ -439,6 +439,128 @@ TEST(LrfuIndex, TieHeavyWorkloadsAgreeAndDoNotWalkTies) {
   }
 }
 
+// Saturated blocks where priorities tie across scores: 1 - s is exactly 1.0 for s = 0, -0.0,
+// 1e-17 or the smallest subnormal, and exactly 1 - v for v and the next double above it, so
+// blocks of one-score buckets, of buckets of a range and of the saturated heap tie and are
+// ordered by the tie-break alone. States are set directly (any score in [0, 1]), beta saturates
+// within a few to a few hundred idle steps, blocks are pinned and unpinned (not eligible), time
+// jumps, and upkeep runs in pieces in half the runs. Every victim must be the auditor's, and the
+// structure must check after every 500 operations.
+TEST(LrfuIndex, SaturatedTiesAcrossScoresAgreeWithTheAuditor) {
+  const double pool[] = {0.0, -0.0, 1e-17, 3e-17, 4.9e-324, 0.25, 0.5, std::nextafter(0.5, 1.0), 0.75, 0.9375,
+                         1.0 - 1e-17, 0.1, std::nextafter(0.1, 0.0)};
+  constexpr size_t kPool = sizeof pool / sizeof pool[0];
+  struct Pins {
+    std::vector<uint8_t> pinned;
+    bool on = false;
+  };
+  auto eligible = [](const void *ctx, NodeId id) noexcept {
+    const Pins &p = *static_cast<const Pins *>(ctx);
+    return !p.on || p.pinned[id] == 0;
+  };
+  uint64_t decisions = 0, kept = 0, moved = 0;
+  for (int seed = 0; seed < 300; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    const double alphas[] = {0.5, 0.2, 1.0};
+    const double betas[] = {1.0, 5.0, 0.1, 0.5};
+    const unsigned buckets[] = {4, 16, 64, 256};
+    const LrfuParams params{alphas[rng() % 3], betas[rng() % 4], ScoreMode::touch};
+    const unsigned nb = buckets[rng() % 4];
+    // 0: scores from the pool; 1: mostly one score, else random; 2: half pool, half random;
+    // 3: mostly scores whose priority is exactly 1.0.
+    const int style = static_cast<int>(rng() % 4);
+    const size_t capacity = 20 + rng() % 600, ids = capacity * 3;
+    const bool upkeep = rng() % 2 != 0;
+    Pins pins;
+    pins.on = rng() % 2 != 0;
+    pins.pinned.assign(ids, 0);
+    LrfuIndex index(params, nb, false);
+    index.reserve_ids(ids);
+    if (upkeep) index.set_upkeep_min_live(0);
+    std::vector<PolicyState> st(ids);
+    std::vector<Key> keys(ids);
+    std::vector<uint8_t> resident(ids, 0);
+    std::vector<uint32_t> live;
+    std::vector<uint64_t> order(ids);
+    for (size_t i = 0; i < ids; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < ids; ++i) keys[i] = Key{order[i] % 2, order[i]};
+    const double common = pool[rng() % kPool];
+    auto score = [&]() -> double {
+      switch (style) {
+        case 0: return pool[rng() % kPool];
+        case 1: return rng() % 3 != 0 ? common : static_cast<double>(rng() % 100000) / 100000.0;
+        case 2: return rng() % 2 != 0 ? pool[rng() % kPool] : static_cast<double>(rng() % 100000) / 100000.0;
+        default: {
+          const double ones[] = {0.0, -0.0, 1e-17, 4.9e-324, 2e-16};
+          return rng() % 8 != 0 ? ones[rng() % 5] : static_cast<double>(rng() % 1000) / 1000.0;
+        }
+      }
+    };
+    const Eligible el{eligible, &pins};
+    uint64_t now = 1;
+    auto check = [&]() {
+      const NodeId v = index.victim(now, el);
+      ++decisions;
+      EXPECT_EQ(v, index.victim_bruteforce(now, el)) << "at step " << now;
+      return v;
+    };
+    auto remove = [&](uint32_t id) {
+      live.erase(std::find(live.begin(), live.end(), id));
+      resident[id] = 0;
+      pins.pinned[id] = 0;
+      index.erase(id, EraseReason::evicted);
+    };
+    for (int op = 0; op < 6000 && !HasFailure(); ++op) {
+      const unsigned r = static_cast<unsigned>(rng() % 100);
+      if (r < 30) {  // an admission, evicting the victim when full
+        const auto id = static_cast<uint32_t>(rng() % ids);
+        if (resident[id]) continue;
+        if (live.size() >= capacity) {
+          const NodeId v = check();
+          if (v == kNoNode) continue;
+          remove(v);
+        }
+        st[id] = PolicyState{score(), now, 1, 0};
+        resident[id] = 1;
+        live.push_back(id);
+        index.insert(id, keys[id], st[id]);
+      } else if (r < 65) {  // an access: a new score, now
+        if (live.empty()) continue;
+        const uint32_t id = live[rng() % live.size()];
+        st[id].score = score();
+        st[id].last_access = now;
+        index.access(id, st[id]);
+      } else if (r < 70) {
+        if (!live.empty()) remove(live[rng() % live.size()]);
+      } else if (r < 80) {
+        check();
+      } else if (r < 85) {
+        if (!live.empty()) pins.pinned[live[rng() % live.size()]] ^= 1;
+      } else if (r < 90) {
+        if (upkeep)
+          for (int k = 0; k < 3 && index.upkeep(1 + rng() % 64); ++k) {
+          }
+      } else {
+        const unsigned j = static_cast<unsigned>(rng() % 10);
+        now += j < 5 ? 1 : (j < 8 ? 0 : rng() % 400);
+      }
+      if (op % 500 == 499) {
+        check();  // completes a rebuild upkeep began
+        ASSERT_EQ(index.validate(), "") << "after operation " << op;
+      }
+    }
+    kept += index.stats().saturated_kept;
+    moved += index.stats().saturated_moves;
+  }
+  std::printf("%llu decisions, saturated roots kept in one-score buckets %llu, moved to the saturated heap %llu\n",
+              static_cast<unsigned long long>(decisions), static_cast<unsigned long long>(kept),
+              static_cast<unsigned long long>(moved));
+  EXPECT_GT(kept, 0u);
+  EXPECT_GT(moved, 0u);
+}
+
 // The upkeep a runtime's mover makes in pieces, with the lock handed to engine threads between
 // them: accesses, admissions and evictions come while a rebuild is part-way (blocks placed
 // already become pending again, blocks not yet placed are placed as they are then, the placed
