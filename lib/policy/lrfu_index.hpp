@@ -312,7 +312,7 @@ private:
     // with beta > 0). This relies on a bucket's lowest score and edge never rising between
     // group refreshes: only a rebuild raises them, and end_rebuild refreshes every group.
     if (!r.empty && !g.empty && (old.empty || (r.t <= old.t && (!score_order_ || r.s <= old.s)))) {
-      const double low = score_order_ ? r.s : std::max(bucket_low(b), min_score_[b]);
+      const double low = group_score(b);
       if (old.empty || r.t < g.t || low < g.s) {
         g.t = std::min(g.t, r.t);
         g.s = std::min(g.s, low);
@@ -339,6 +339,11 @@ private:
     return r;
   }
   double bucket_bound(unsigned b, uint64_t now) const noexcept;
+  // Bucket b's share of its group's lowest score (Group::s): its root's score in score order, else
+  // the lowest score its bound uses. For a non-empty bucket.
+  double group_score(unsigned b) const noexcept {
+    return score_order_ ? roots_[b].s : std::max(bucket_low(b), min_score_[b]);
+  }
   // A search keeps each bound it computes with the step it was computed at: a runtime evicts
   // for all the misses of a step at one `now`, and between those searches only the records the
   // victims and new entries changed are refreshed, which drops their kept bounds. Per group of

@@ -119,7 +119,7 @@ LrfuIndex::Group LrfuIndex::group_of_buckets(unsigned g) const noexcept {
     r.empty = false;
     r.filled = static_cast<uint16_t>(r.filled | (1u << (b - g * kGroupBuckets)));
     r.t = std::min(r.t, roots_[b].t);
-    r.s = std::min(r.s, score_order_ ? roots_[b].s : std::max(bucket_low(b), min_score_[b]));
+    r.s = std::min(r.s, group_score(b));
   }
   return r;
 }
