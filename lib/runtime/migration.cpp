@@ -472,6 +472,9 @@ void Runtime::Impl::stop_threads() {
   }
   work_cv.notify_all();
   mover_cv.notify_all();
+  // Calls waiting for blocks in passage or for the tiers to settle (wait_out_passage,
+  // wait_settled) end at close(): each wait's predicate reads `stopping`.
+  moved_cv.notify_all();
   if (mover.joinable()) mover.join();
   for (std::thread &w : workers)
     if (w.joinable()) w.join();
