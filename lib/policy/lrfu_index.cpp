@@ -123,7 +123,14 @@ void LrfuIndex::push_entry(unsigned b, const Entry &e) {
   if (roots_[b].empty || (score_order_ ? e.s <= roots_[b].s : e.t <= roots_[b].t)) {
     refresh_root(b);  // and its group
   } else if (lower) {
-    refresh_group(b / kGroupBuckets);
+    // Only the bucket's share of its group's lowest score can change, and only down (its root
+    // stays, so the group is not empty): a min, as refresh_root's, not a pass over the group.
+    Group &g = groups_[b / kGroupBuckets];
+    const double low = group_score(b);
+    if (low < g.s) {
+      g.s = low;
+      g.bound_kept = false;
+    }
   }
   ++total_entries_;
 }
