@@ -46,7 +46,6 @@ public:
   }
   // [runtime mutex held; ids below kIds] The published word (0 when resident nowhere), for validate().
   uint64_t word(NodeId id) const noexcept { return words_[id].load(std::memory_order_relaxed); }
-  static constexpr size_t bytes() noexcept { return kIds * sizeof(std::atomic<uint64_t>); }
 
 private:
   std::unique_ptr<std::atomic<uint64_t>[]> words_;
@@ -174,7 +173,6 @@ public:
     Taken taken[kShards];
     in_order(taken, take(taken), f);
   }
-  size_t bytes() const noexcept { return kShards * 2 * kCapacity * (sizeof(AccessRecord) + sizeof(Batch)); }
 
 private:
   struct alignas(64) Shard {
@@ -207,5 +205,10 @@ private:
   // shards write it, once a batch).
   alignas(64) std::atomic<uint32_t> next_batch_{0};
 };
+
+// The fixed memory docs/runtime.md states: 128 KiB of residency words a runtime, and 192 KiB a
+// shard a thread has appended to (two buffers of kCapacity records and beside each its batches).
+static_assert(LowIdWords::kIds * sizeof(std::atomic<uint64_t>) == 128 * 1024);
+static_assert(2 * AccessLog::kCapacity * (sizeof(AccessRecord) + sizeof(AccessLog::Batch)) == 192 * 1024);
 
 }  // namespace cxltier

@@ -120,4 +120,10 @@ struct ParallelDrain {
   std::atomic<uint64_t> parts_helped{0};    // parts applied by a helper (tests read it)
 };
 
+// What docs/runtime.md states a drain in parts allocates, once: kLater's records, the promotion
+// and outcome places, and the bitmap, for every record one drain can take.
+static_assert(AccessLog::kShards * AccessLog::kCapacity * (sizeof(AccessRecord) + sizeof(NodeId) + sizeof(uint16_t)) +
+                  ParallelDrain::kSeenWords * sizeof(uint64_t) ==
+              736 * 1024);
+
 }  // namespace cxltier
