@@ -124,7 +124,7 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
   NodeId id = m.store->find(key);
   while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagUnindexed))) {
-    m.moved_cv.wait(lk);
+    m.wait_moved(lk, "move");
     id = m.store->find(key);
   }
   if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "move");
@@ -170,7 +170,7 @@ Block Runtime::pin(const Key &key) {
   m.drain_accesses();
   NodeId id = m.store->find(key);
   while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting))) {
-    m.moved_cv.wait(lk);  // protocol step 4: pins wait for a copy in flight, then pin where it landed
+    m.wait_moved(lk, "pin");  // protocol step 4: pins wait for a copy in flight, then pin where it landed
     id = m.store->find(key);
   }
   if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "pin");
@@ -198,7 +198,7 @@ void Runtime::release(const Key &key, bool forget) {
   m.drain_accesses();
   NodeId id = m.store->find(key);
   while (forget && id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
-    m.moved_cv.wait(lk);
+    m.wait_moved(lk, "release");
     id = m.store->find(key);
   }
   if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "release");

@@ -174,6 +174,11 @@ bool RuntimeTestAccess::set_held(Runtime &rt, const Key &key, bool held) {
   return true;
 }
 
+void RuntimeTestAccess::set_remote(Runtime &rt, std::unique_ptr<RemoteTier> remote) {
+  const std::lock_guard lk(rt.impl_->mu);
+  rt.impl_->remote = std::move(remote);
+}
+
 // Put a non-resident block into the fastest tier with a free slot; when every tier is full,
 // make room (cascading demotions, dropping from the last tier) and retry. When no block may
 // move but some are only in passage (a copy, another call's room or admission), it waits for
@@ -283,7 +288,7 @@ Block Runtime::admit(const Key &key, bool *placed, bool pin) {
     id = m.find_or_insert(key);
     const StoreEntry &w = (*m.store)[id];
     if ((w.res.flags & kFlagAdmitting) || (pin && w.res.tier >= 0 && (w.res.flags & kFlagMoving))) {
-      m.moved_cv.wait(lk);
+      m.wait_moved(lk, "admit");
       continue;
     }
     break;
@@ -368,7 +373,7 @@ ReferenceResult Runtime::Impl::reference_locked(std::unique_lock<std::mutex> &lk
   ReferenceResult res;
   NodeId id = m.find_or_insert(key);
   while ((*m.store)[id].res.flags & kFlagAdmitting) {  // another thread places it with the lock released
-    m.moved_cv.wait(lk);
+    m.wait_moved(lk, "reference");
     id = m.find_or_insert(key);
   }
   StoreEntry &e = (*m.store)[id];

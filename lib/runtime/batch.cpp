@@ -85,7 +85,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
         busy = id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting);
       }
       if (!busy) break;
-      m.moved_cv.wait(lk);
+      m.wait_moved(lk, "admit_batch");
     }
     s.sorted.assign(keys, keys + n);
     std::sort(s.sorted.begin(), s.sorted.end());
@@ -152,9 +152,12 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
   };
   try {
     for (size_t i = 0; i < n; ++i) {
+      // Wait while another thread admits the block (it took it up meanwhile) or while the block
+      // moves, as admit(pin) does: a move may be a write-out to the remote tier, which leaves it
+      // resident nowhere, so a pin taken now would stay on no block. Pinned, it starts no move.
       NodeId id = m.find_or_insert(keys[i]);
-      while ((*m.store)[id].res.flags & kFlagAdmitting) {  // another thread took it up meanwhile
-        m.moved_cv.wait(lk);
+      while ((*m.store)[id].res.flags & (kFlagAdmitting | ((*m.store)[id].res.tier >= 0 ? kFlagMoving : 0))) {
+        m.wait_moved(lk, "admit_batch");
         id = m.find_or_insert(keys[i]);
       }
       StoreEntry &e = (*m.store)[id];
@@ -239,7 +242,7 @@ size_t Runtime::prefix_lookup(const Key *keys, size_t n, bool pin, bool fetch, B
       s.ids.push_back(id);
     }
     if (!busy) break;
-    m.moved_cv.wait(lk);
+    m.wait_moved(lk, "prefix_lookup");
   }
   if (pin) {
     matched = s.ids.size();
@@ -316,7 +319,7 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
       s.ids.push_back(id);
     }
     if (!busy) break;
-    m.moved_cv.wait(lk);
+    m.wait_moved(lk, "release_batch");
   }
   for (NodeId id : s.ids) {
     StoreEntry &e = (*m.store)[id];

@@ -179,7 +179,7 @@ void Runtime::Impl::make_room_for_batch(std::unique_lock<std::mutex> &lk, const 
       if (e.res.tier != t || e.res.pins != 0 || (e.res.flags & (kFlagMoving | kFlagAdmitting)) != 0) continue;
       SlotId d = kInvalidSlot;
       if (allocate_for_move(t + 1, &d) != CXLT_OK) continue;
-      if (workers.empty() || stopping) {
+      if (stopping || workers.empty()) {  // `workers` is cleared without mu once `stopping` is set
         move_now(lk, v, t + 1, d, &err);  // counted in migration_failures when it fails
         continue;
       }

@@ -166,8 +166,23 @@ void Runtime::Impl::schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId pa
     finish_move(job, true, 0);
     return;
   }
+  // Once close() has begun, no worker may be left to take a job (stop_threads cancelled those
+  // queued, and the workers leave an empty queue): the move is cancelled as those were, and
+  // the block stays where it was. A move(wait=false) racing close(), or the mover's pass after
+  // it handed the lock over, would otherwise leave the block moving for good.
+  if (stopping) {
+    finish_move(job, false, 0, true);
+    return;
+  }
   jobs.push_back(job);
   work_cv.notify_one();
+}
+
+void Runtime::Impl::wait_moved(std::unique_lock<std::mutex> &lk, const char *what) {
+  // `stopping` is written under mu, and stop_threads notifies moved_cv after it: a waiter that
+  // read it clear before waiting is woken.
+  if (!stopping) moved_cv.wait(lk);
+  if (stopping) fail(CXLT_ERROR_CLOSED, what, ": the runtime is closing (a block this call waited for is still in passage)");
 }
 
 void Runtime::Impl::worker_loop() {

@@ -378,6 +378,11 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   bool move_now(std::unique_lock<std::mutex> &lk, NodeId id, int dst, SlotId dst_slot, std::string *err);
   // partner: a reconciling swap's block that moves up into id's slot once id is down (placement.cpp).
   void schedule_move(NodeId id, int dst, SlotId dst_slot, NodeId partner = kNoNode);
+  // [mu held, in lk] One wait of a call that waits for a flagged block (moving, being admitted,
+  // held by another call) to leave its passage, on moved_cv. Once close() has begun the call
+  // fails instead (CXLT_ERROR_CLOSED, naming `what`): a flag that a fault left set would
+  // otherwise hold it for good.
+  void wait_moved(std::unique_lock<std::mutex> &lk, const char *what);
   MoveJob begin_move(NodeId id, int dst, SlotId dst_slot);
   cxlt_result_t copy_bytes(const MoveJob &job, uint64_t *ns, std::string *err);
   void finish_move(const MoveJob &job, bool ok, uint64_t ns, bool cancelled = false);

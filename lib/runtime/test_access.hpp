@@ -12,6 +12,7 @@
 namespace cxltier {
 
 class FaultControl;  // tiers/faulty/faulty.hpp
+class RemoteTier;    // lib/runtime/remote.hpp
 
 struct RuntimeTestAccess {
   // The fault controller of a tier using the faulty backend, or nullptr.
@@ -75,6 +76,9 @@ struct RuntimeTestAccess {
   // Set or clear the held flag of resident block `key` (kFlagHeld: what another call sets while
   // it makes room) as a fault that never clears it would leave it. False when not resident.
   static bool set_held(Runtime &rt, const Key &key, bool held);
+  // Give an open runtime a remote tier of the test's making (a double whose write-outs the test
+  // holds and lets go), in place of the Redis Cluster client [remote] would open.
+  static void set_remote(Runtime &rt, std::unique_ptr<RemoteTier> remote);
   // The bytes per state that Runtime::open's memory check counts for a full store of
   // `capacity` states with this runtime's policy and tiers.
   static double bytes_per_state(Runtime &rt, uint64_t capacity);
