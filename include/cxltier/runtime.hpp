@@ -48,7 +48,8 @@ public:
   // Stop the migration threads and the remote tier, then write the final score-store checkpoint
   // if persistence is on. Throws Error (CXLT_ERROR_IO) when that checkpoint cannot be written, so
   // the caller learns of it; the previous checkpoint file is left intact. Only destruction may
-  // follow; a second close() does nothing. A call in progress in another thread that waits for a
+  // follow; a second close() does nothing (in another thread, it returns once the first is
+  // done). A call in progress in another thread that waits for a
   // block in passage (being moved, admitted or held by another call) then fails with
   // CXLT_ERROR_CLOSED (an admission beside blocks in passage, with CXLT_ERROR_OUT_OF_TIER_MEMORY
   // saying the runtime is closing), and a move it schedules is cancelled: the block stays put.

@@ -120,7 +120,8 @@ struct __attribute__((visibility("hidden"))) Runtime::Impl {  // not exported (l
   std::deque<MoveJob> jobs;
   size_t in_flight = 0;  // moves between step 1 and step 3 of the protocol
   bool stopping = false;
-  bool closed = false;
+  bool closed = false;        // close() has begun
+  bool close_finished = false;  // ... and returned (or thrown); moved_cv is notified then
   std::vector<std::thread> workers;
   std::thread mover;
   std::vector<NodeId> promote_queue;

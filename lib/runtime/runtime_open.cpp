@@ -319,10 +319,25 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeConfig &config) {
 void Runtime::close() {
   Impl &m = *impl_;
   {
-    const std::unique_lock lk = m.lock();
-    if (m.closed) return;
+    std::unique_lock lk = m.lock();
+    if (m.closed) {
+      // Another thread's close() may still be stopping the threads: return once it is done,
+      // so that a caller who destroys the runtime next frees nothing still in use.
+      m.moved_cv.wait(lk, [&] { return m.close_finished; });
+      return;
+    }
     m.closed = true;
   }
+  struct Finished {  // on return or throw
+    Impl &m;
+    ~Finished() {
+      {
+        const std::unique_lock lk = m.lock();
+        m.close_finished = true;
+      }
+      m.moved_cv.notify_all();
+    }
+  } finished{m};
   m.stop_threads();
   if (m.remote) m.remote->stop();  // every write-out finished (its slot freed) before memory goes
   if (!m.cfg.store_path.empty()) {

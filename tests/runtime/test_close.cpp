@@ -7,12 +7,14 @@
 
 #include <cxltier/error.hpp>
 
+#include "lib/runtime/remote.hpp"
 #include "lib/runtime/test_access.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -223,6 +225,63 @@ TEST(Close, MoveWithoutWaitRacingCloseLeavesNoBlockMoving) {
     EXPECT_EQ(code_of([&] { b = rt->pin(k); }), CXLT_OK) << "the block was left moving";
     EXPECT_NE(b.data, nullptr);
   }
+}
+
+// A remote tier whose stop() (close() calls it once the threads are stopped) waits until the
+// test lets it go: a close() held part way. It writes out and fetches nothing.
+struct HeldStop : RemoteTier {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, go = false;
+  bool fetch(const Key &, void *, size_t) noexcept override { return false; }
+  bool store(const Key &, const void *, size_t) noexcept override { return false; }
+  bool store_async(const Key &, const void *, size_t, std::function<void(bool)>) noexcept override { return false; }
+  void note_skipped() noexcept override {}
+  void stop() noexcept override {
+    std::unique_lock lk(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return go; });
+  }
+  RemoteCounters counters() const noexcept override { return {}; }
+  double write_threshold() const noexcept override { return 1.0; }
+  std::string describe() const override { return "held stop (test)"; }
+};
+
+// A second close() in another thread while the first is still under way returns only once the
+// first is done: it had returned at once, and a caller that then destroyed the runtime freed
+// what the first was still using.
+TEST(Close, ASecondCloseReturnsOnceTheFirstIsDone) {
+  auto rt = Runtime::open(three_tier_config(4, 4, 0));
+  auto owned = std::make_unique<HeldStop>();
+  HeldStop &remote = *owned;
+  RuntimeTestAccess::set_remote(*rt, std::move(owned));
+  rt->admit(key_from_sequence(1, 0));
+  std::atomic<bool> first_returned{false}, second_returned{false}, second_first{false};
+  std::thread first([&] {
+    rt->close();
+    first_returned = true;
+  });
+  {
+    std::unique_lock lk(remote.mu);
+    ASSERT_TRUE(remote.cv.wait_for(lk, std::chrono::seconds(5), [&] { return remote.entered; }));
+  }
+  std::thread second([&] {
+    rt->close();
+    second_first = !first_returned.load();
+    second_returned = true;
+  });
+  // However long the first takes (here until the test lets it go), the second waits for it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(second_returned.load()) << "a second close() returned while the first was under way";
+  {
+    const std::lock_guard lk(remote.mu);
+    remote.go = true;
+  }
+  remote.cv.notify_all();
+  first.join();
+  second.join();
+  EXPECT_FALSE(second_first.load()) << "the second close() returned before the first";
 }
 
 }  // namespace
