@@ -4,11 +4,11 @@
 // batch with nothing applied; a prefix pinned by prefix_lookup holds its bytes while other
 // threads admit and evict around it.
 #include "../common/thrown.hpp"
+#include "remote_doubles.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
 
-#include "lib/runtime/remote.hpp"
 #include "lib/runtime/test_access.hpp"
 #include "tiers/faulty/faulty.hpp"
 
@@ -16,7 +16,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -132,31 +131,6 @@ TEST(Batch, StuckPassageRefusesAfterOneBound) {
   EXPECT_EQ(rt->validate(), "");
 }
 
-// A remote tier whose write-outs (store, in the thread that makes room) wait until the test lets
-// them go; it fetches nothing. The test's double for the Redis Cluster client, so that a block can
-// be held in the middle of its write-out (tests/remote has the real client's tests).
-struct HeldWriteOuts : RemoteTier {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool entered = false, go = false;
-  Key stored{};
-  bool fetch(const Key &, void *, size_t) noexcept override { return false; }
-  bool store(const Key &key, const void *, size_t) noexcept override {
-    std::unique_lock lk(mu);
-    stored = key;
-    entered = true;
-    cv.notify_all();
-    cv.wait(lk, [&] { return go; });
-    return true;
-  }
-  bool store_async(const Key &, const void *, size_t, std::function<void(bool)>) noexcept override { return false; }
-  void note_skipped() noexcept override {}
-  void stop() noexcept override {}
-  RemoteCounters counters() const noexcept override { return {}; }
-  double write_threshold() const noexcept override { return 0.0; }
-  std::string describe() const override { return "held write-outs (test)"; }
-};
-
 // admit_batch of a block in the middle of its write-out (resident, moving, about to be resident
 // nowhere) waits for the write-out, as admit(pin) does, and then admits the block again. It had
 // pinned it at once: the write-out then left it resident nowhere and still pinned, and the call
@@ -175,19 +149,12 @@ TEST(Batch, AdmitBatchWaitsForABlockBeingWrittenOut) {
     for (const Key &k : filled) rt->admit(k);
     // One admission into the full tier: making room writes a victim out, held by the double.
     std::thread admitting([&] { rt->admit(key_from_sequence(2, 0)); });
-    Key victim;
-    bool entered = false;
-    {
-      std::unique_lock lk(remote.mu);
-      entered = remote.cv.wait_for(lk, std::chrono::seconds(5), [&] { return remote.entered; });
-      victim = remote.stored;
-      remote.go = !entered;  // no write-out began: let any that comes go, and stop here
-    }
-    if (!entered) {
-      remote.cv.notify_all();
+    if (!remote.gate.wait_entered(5)) {  // no write-out began: let any that comes go, and stop here
+      remote.gate.let_go();
       admitting.join();
       FAIL() << "the admission into the full tier wrote nothing out within 5 s";
     }
+    const Key victim = remote.last_stored();
     Block out{};
     bool placed = false;
     std::atomic<bool> returned{false};
@@ -198,11 +165,7 @@ TEST(Batch, AdmitBatchWaitsForABlockBeingWrittenOut) {
     // It must wait for the write-out, however long that takes (here until the test lets it go).
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_FALSE(returned.load()) << "admit_batch returned while its block was being written out";
-    {
-      const std::lock_guard lk(remote.mu);
-      remote.go = true;
-    }
-    remote.cv.notify_all();
+    remote.gate.let_go();
     admitting.join();
     batch.join();
     EXPECT_GE(out.tier, 0) << "admit_batch returned a block resident nowhere";

@@ -3,18 +3,17 @@
 // waits for calls in progress first): each ends promptly, with an error that says the runtime is
 // closing, or done, and none is left waiting on a block that no thread will move again.
 #include "../common/thrown.hpp"
+#include "remote_doubles.hpp"
 #include "runtime_test_util.hpp"
 
 #include <cxltier/error.hpp>
 
-#include "lib/runtime/remote.hpp"
 #include "lib/runtime/test_access.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -241,26 +240,79 @@ TEST(Close, MoveWithoutWaitRacingCloseLeavesNoBlockMoving) {
   }
 }
 
-// A remote tier whose stop() (close() calls it once the threads are stopped) waits until the
-// test lets it go: a close() held part way. It writes out and fetches nothing.
-struct HeldStop : RemoteTier {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool entered = false, go = false;
-  bool fetch(const Key &, void *, size_t) noexcept override { return false; }
-  bool store(const Key &, const void *, size_t) noexcept override { return false; }
-  bool store_async(const Key &, const void *, size_t, std::function<void(bool)>) noexcept override { return false; }
-  void note_skipped() noexcept override {}
-  void stop() noexcept override {
-    std::unique_lock lk(mu);
-    entered = true;
-    cv.notify_all();
-    cv.wait(lk, [&] { return go; });
+// Calls that wait for a block in passage when close() begins: here a victim in the middle of its
+// write-out (moving) and the block whose admission wrote it out (being admitted), both held by
+// the remote tier's double. Each such call, whether it began waiting before close() or comes
+// after it, fails with CXLT_ERROR_CLOSED within 0.5 s of close(), where it had waited for the
+// write-out however long that took.
+TEST(Close, CallsWaitingForABlockInPassageFail) {
+  RuntimeConfig cfg = three_tier_config(4, 0, 0);
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;
+  auto rt = Runtime::open(cfg);
+  auto owned = std::make_unique<HeldWriteOuts>();
+  HeldWriteOuts &remote = *owned;
+  RuntimeTestAccess::set_remote(*rt, std::move(owned));
+  for (const Key &k : seq(1, 4)) rt->admit(k);
+  const Key incoming = key_from_sequence(2, 0);
+  std::thread admitting([&] { (void)code_of([&] { rt->admit(incoming); }); });
+  if (!remote.gate.wait_entered(5)) {
+    remote.gate.let_go();
+    admitting.join();
+    FAIL() << "the admission into the full tier wrote nothing out within 5 s";
   }
-  RemoteCounters counters() const noexcept override { return {}; }
-  double write_threshold() const noexcept override { return 1.0; }
-  std::string describe() const override { return "held stop (test)"; }
-};
+  const Key victim = remote.last_stored();
+  struct Call {
+    const char *name;
+    std::function<void()> run;
+  };
+  const std::vector<Call> calls = {
+      {"pin (moving)", [&] { rt->pin(victim); }},
+      {"move (moving)", [&] { rt->move(victim, 0, true); }},
+      {"admit pin (moving)", [&] { rt->admit(victim, nullptr, true); }},
+      {"prefix_lookup pin (moving)", [&] { Block b{}; rt->prefix_lookup(&victim, 1, true, false, &b); }},
+      {"pin (being admitted)", [&] { rt->pin(incoming); }},
+      {"reference (being admitted)", [&] { (void)rt->reference(incoming, 1.0f, 0); }},
+      {"admit_batch (being admitted)", [&] { Block b{}; rt->admit_batch(&incoming, 1, false, &b, nullptr); }},
+  };
+  std::vector<cxlt_result_t> codes(calls.size(), CXLT_OK);
+  std::vector<std::string> messages(calls.size());
+  std::vector<double> ended(calls.size(), 0.0);
+  Clock::time_point closed_at;
+  std::atomic<bool> closed{false};
+  std::vector<std::thread> waiting;
+  for (size_t i = 0; i < calls.size(); ++i)
+    waiting.emplace_back([&, i] {
+      try {
+        calls[i].run();
+      } catch (const Error &e) {
+        codes[i] = e.code();
+        messages[i] = e.what();
+      }
+      if (closed.load()) ended[i] = seconds_since(closed_at);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // most are waiting by now; the rest come after close()
+  closed_at = Clock::now();
+  closed = true;
+  rt->close();
+  // Without the change these waits last until the write-out ends: let it go after 5 s.
+  std::atomic<bool> joined{false};
+  std::thread rescue([&] {
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (!joined.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    remote.gate.let_go();
+  });
+  for (std::thread &t : waiting) t.join();
+  joined = true;
+  rescue.join();
+  admitting.join();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE(calls[i].name);
+    EXPECT_EQ(codes[i], CXLT_ERROR_CLOSED) << messages[i];
+    EXPECT_NE(messages[i].find("the runtime is closing"), std::string::npos) << messages[i];
+    EXPECT_LT(ended[i], 0.5) << "close() did not end the wait";
+  }
+}
 
 // A second close() in another thread while the first is still under way returns only once the
 // first is done: it had returned at once, and a caller that then destroyed the runtime freed
@@ -276,9 +328,10 @@ TEST(Close, ASecondCloseReturnsOnceTheFirstIsDone) {
     rt->close();
     first_returned = true;
   });
-  {
-    std::unique_lock lk(remote.mu);
-    ASSERT_TRUE(remote.cv.wait_for(lk, std::chrono::seconds(5), [&] { return remote.entered; }));
+  if (!remote.gate.wait_entered(5)) {
+    remote.gate.let_go();
+    first.join();
+    FAIL() << "close() did not reach the remote tier's stop() within 5 s";
   }
   std::thread second([&] {
     rt->close();
@@ -288,11 +341,7 @@ TEST(Close, ASecondCloseReturnsOnceTheFirstIsDone) {
   // However long the first takes (here until the test lets it go), the second waits for it.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(second_returned.load()) << "a second close() returned while the first was under way";
-  {
-    const std::lock_guard lk(remote.mu);
-    remote.go = true;
-  }
-  remote.cv.notify_all();
+  remote.gate.let_go();
   first.join();
   second.join();
   EXPECT_FALSE(second_first.load()) << "the second close() returned before the first";
