@@ -123,7 +123,9 @@ Block Runtime::move(const Key &key, int tier, bool wait) {
   if (tier < 0 || tier > m.last_tier())
     fail(CXLT_ERROR_INVALID_ARGUMENT, "move: tier ", tier, " does not exist (", m.tiers.size(), " tiers)");
   NodeId id = m.store->find(key);
-  while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagUnindexed))) {
+  // A block held by another call (making room for it, or taken for a burst's room) is waited
+  // for too: this call's own hold below must not be cleared by that call, nor clear its hold.
+  while (id != kNoNode && ((*m.store)[id].res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) {
     m.wait_moved(lk, "move");
     id = m.store->find(key);
   }
@@ -183,9 +185,15 @@ Block Runtime::pin(const Key &key) {
 
 void Runtime::unpin(const Key &key) {
   Impl &m = *impl_;
-  const std::unique_lock lk = m.lock();
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
   NodeId id = m.store->find(key);
+  // While a block is being admitted its pins are the admission's (a remote fetch holds one with
+  // the lock released): wait until it is done, so that a stray unpin is refused, not taken from it.
+  while (id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting)) {
+    m.wait_moved(lk, "unpin");
+    id = m.store->find(key);
+  }
   if (id == kNoNode || (*m.store)[id].res.tier < 0) not_found(key, "unpin");
   StoreEntry &e = (*m.store)[id];
   if (e.res.pins == 0) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin: block ", key.hex(), " is not pinned");

@@ -21,7 +21,9 @@ namespace cxltier {
 bool Runtime::Impl::eligible_fn(const void *ctx, NodeId id) noexcept {
   const Impl *self = static_cast<const Impl *>(ctx);
   const StoreEntry &e = (*self->store)[id];
-  return e.res.pins == 0 && (e.res.flags & (kFlagMoving | kFlagHeld | kFlagUnindexed)) == 0;
+  // A block being admitted is pinned by its admission meanwhile; its flag keeps it out even if
+  // an engine's stray unpin took that pin.
+  return e.res.pins == 0 && (e.res.flags & kFlagsInPassage) == 0;
 }
 
 // The state line eligible_fn reads (and the eviction after it): a victim's is rarely cached.

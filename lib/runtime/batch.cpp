@@ -162,6 +162,9 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
       }
       StoreEntry &e = (*m.store)[id];
       if (e.res.tier >= 0) {
+        // Checked before room was made; an engine's pin() may have taken the last count since.
+        if (e.res.pins == 0xffff)
+          fail(CXLT_ERROR_INVALID_ARGUMENT, "admit_batch: keys[", i, "] = ", keys[i].hex(), " is pinned 65535 times already (nothing admitted)");
         ++e.res.pins;
         s.undo.push_back({id, false, false, false, e.st});
         continue;
@@ -194,7 +197,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     StoreEntry &e = (*m.store)[id];
     if (pin) {
       e.res.flags = static_cast<uint8_t>(e.res.flags & ~kFlagReleased);
-    } else {
+    } else if (e.res.pins != 0) {  // an engine's stray unpin while the lock was released may have taken it
       --e.res.pins;
     }
     out[i] = m.block_of(id);
@@ -309,7 +312,7 @@ void Runtime::release_batch(const Key *keys, size_t n, bool forget) {
         fail(CXLT_ERROR_BUSY, "release_batch: keys[", i, "] = ", keys[i].hex(), " is pinned (", e.res.pins, " pins; nothing released)");
       if (!forget && (e.res.flags & kFlagReleased))
         fail(CXLT_ERROR_INVALID_ARGUMENT, "release_batch: keys[", i, "] = ", keys[i].hex(), " was already released (nothing released)");
-      if (forget && (e.res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld))) busy = true;
+      if (forget && (e.res.flags & (kFlagMoving | kFlagAdmitting | kFlagHeld | kFlagUnindexed))) busy = true;
       s.ids.push_back(id);
     }
     if (!busy) break;
@@ -330,8 +333,17 @@ void Runtime::unpin_batch(const Key *keys, size_t n) {
   if (n == 0) return;
   if (keys == nullptr) fail(CXLT_ERROR_INVALID_ARGUMENT, "unpin_batch: keys is NULL");
   BatchScratch &s = t_scratch;
-  const std::unique_lock lk = m.lock();
+  std::unique_lock lk = m.lock();
   m.drain_accesses();
+  // As unpin(): while a key's block is being admitted its pins are the admission's; wait.
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (size_t i = 0; i < n && !busy; ++i) {
+      const NodeId id = m.store->find(keys[i]);
+      busy = id != kNoNode && ((*m.store)[id].res.flags & kFlagAdmitting);
+    }
+    if (busy) m.wait_moved(lk, "unpin_batch");
+  }
   s.ids.clear();
   for (size_t i = 0; i < n; ++i) {
     const NodeId id = m.store->find(keys[i]);

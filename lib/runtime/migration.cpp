@@ -307,7 +307,9 @@ void Runtime::Impl::promote_sync(std::unique_lock<std::mutex> &lk, NodeId id) {
     }
     const StoreEntry &ve = (*store)[v];
     if (dv != kInvalidSlot) {
-      if (ve.res.tier == up && ve.res.pins == 0 && !(ve.res.flags & kFlagMoving)) {
+      // Still a victim the index may give up: while the lock was released another call may have
+      // pinned, moved, held or taken it out of its index (a burst's room: kFlagUnindexed).
+      if (ve.res.tier == up && eligible_fn(this, v)) {
         ok = move_now(lk, v, t, dv, &err);
       } else {
         tiers[t].pool->free(dv);  // the victim went elsewhere while the lock was released

@@ -245,8 +245,10 @@ void Runtime::Impl::finish_swap(const MoveJob &job, bool ok) {
 }
 
 bool Runtime::Impl::wait_settled(std::unique_lock<std::mutex> &lk, int64_t timeout_ms) {
-  // Past about 292 years wait_for's arithmetic overflows (and returns at once): wait forever.
-  const bool forever = timeout_ms < 0 || timeout_ms > int64_t{1} << 53;
+  // wait_for converts to the clock's nanoseconds: past 2^63 ns (about 9.2e12 ms, 292 years) the
+  // product overflows (and the wait returns at once), so from 2^43 ms (278 years) on it waits
+  // forever.
+  const bool forever = timeout_ms < 0 || timeout_ms > int64_t{1} << 43;
   if (cfg.synchronous) {
     // No threads: the order is reconciled here, each copy in this thread.
     drain_accesses();

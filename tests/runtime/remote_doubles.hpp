@@ -65,6 +65,24 @@ struct HeldWriteOuts : cxltier::RemoteTier {
   }
 };
 
+// Every fetch (an admission of a block resident nowhere) waits at the gate and then finds
+// nothing, so the admission holds its block, flagged admitting and pinned by it, with the lock
+// released until the test lets it go; it writes out nothing.
+struct HeldFetch : cxltier::RemoteTier {
+  Gate gate;
+  bool fetch(const cxltier::Key &, void *, size_t) noexcept override {
+    gate.pass();
+    return false;
+  }
+  bool store(const cxltier::Key &, const void *, size_t) noexcept override { return false; }
+  bool store_async(const cxltier::Key &, const void *, size_t, std::function<void(bool)>) noexcept override { return false; }
+  void note_skipped() noexcept override {}
+  void stop() noexcept override {}
+  cxltier::RemoteCounters counters() const noexcept override { return {}; }
+  double write_threshold() const noexcept override { return 1.0; }
+  std::string describe() const override { return "held fetch (test)"; }
+};
+
 // Writes out nothing; its stop(), which close() calls once the threads are stopped, waits at the gate.
 struct HeldStop : cxltier::RemoteTier {
   Gate gate;

@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
 #include <random>
 #include <set>
 #include <vector>
@@ -531,5 +533,25 @@ TEST(Runtime, ExplicitMovesKeepBytesAndMakeRoom) {
   rt->unpin(K(2));
   EXPECT_THROW(rt->move(K(2), 3, true), Error);
   EXPECT_THROW(rt->move(K(77), 1, true), Error);
+  EXPECT_EQ(rt->validate(), "");
+}
+
+// The defect this catches:
+// wait_settled (placement.cpp) waits with wait_for, which converts the timeout to the clock's
+// nanoseconds: past 2^63 ns (about 9.2e12 ms, 292 years) the product overflowed and the wait
+// returned at once, false (not settled), however idle the runtime; only timeouts above 2^53 ms
+// were taken as "forever". A timeout that long now waits as -1 does.
+TEST(Runtime, WaitIdleWithAHugeTimeoutWaitsAsForever) {
+  auto rt = Runtime::open(three_tier_config(4, 8, 16));
+  for (uint64_t i = 0; i < 3; ++i) rt->admit(K(i));
+  ASSERT_TRUE(rt->wait_idle(-1));
+  for (const int64_t ms : {int64_t{10000000000000}, int64_t{9000000000000000}}) {  // 1e13, 9e15 ms
+    auto settled = std::async(std::launch::async, [&rt, ms] { return rt->wait_idle(ms); });
+    if (settled.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      rt->close();  // ends the wait (the future's destructor joins it)
+      FAIL() << "wait_idle(" << ms << ") of an idle runtime did not return in 20 s";
+    }
+    EXPECT_TRUE(settled.get()) << "wait_idle(" << ms << ") of an idle runtime said it is not settled";
+  }
   EXPECT_EQ(rt->validate(), "");
 }
