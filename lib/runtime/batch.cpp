@@ -137,7 +137,7 @@ void Runtime::admit_batch(const Key *keys, size_t n, bool pin, Block *out, bool 
     for (size_t j = s.undo.size(); j-- > 0;) {
       const BatchScratch::Undo &u = s.undo[j];
       StoreEntry &f = (*m.store)[u.id];
-      --f.res.pins;
+      if (f.res.pins != 0) --f.res.pins;  // an engine's stray unpin while the lock was released may have taken it
       if (!u.fresh || f.res.pins != 0) continue;
       --m.tiers[f.res.tier].admissions;
       m.unplace(u.id, EraseReason::released);

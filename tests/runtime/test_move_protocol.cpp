@@ -15,6 +15,7 @@
 // buggy runtime (an internal assertion aborts) run in a forked child (EXPECT_EXIT), so a
 // crash is a test failure, not the end of the binary.
 #include "../common/temp_dir.hpp"
+#include "../common/thrown.hpp"
 #include "lib/runtime/test_access.hpp"
 #include "remote_doubles.hpp"
 #include "runtime_test_util.hpp"
@@ -621,6 +622,48 @@ std::string batch_unpin_vs_stray_unpin() {
   return v.empty() ? "" : "validate: " + v;
 }
 
+// The same when the batch fails after the stray unpin and rolls back: its rollback's --pins had
+// wrapped K(0)'s count to 65535 too. Here the batch is {K(0), N, K(1)}: K(1) was pinned 65534
+// times, and the engine pins it once more while N's fetch is held, so the batch refuses at K(1)
+// (65535 pins) and rolls back.
+std::string batch_rollback_vs_stray_unpin() {
+  auto rt = Runtime::open(sync_config(PromotionRule::never));
+  rt->admit(K(0));  // resident, unpinned; every tier has room
+  rt->admit(K(1));
+  for (int i = 0; i < 65534; ++i) rt->pin(K(1));
+  auto remote = std::make_unique<cxlt_test::HeldFetch>();
+  cxlt_test::HeldFetch &held = *remote;
+  RuntimeTestAccess::set_remote(*rt, std::move(remote));
+  const Key n = K(100);
+  cxlt_result_t batch = CXLT_OK;
+  std::thread x([&] {
+    const Key keys[3] = {K(0), n, K(1)};
+    Block out[3];
+    batch = cxlt_test::code_of([&] { rt->admit_batch(keys, 3, /*pin=*/false, out, nullptr); });
+  });
+  if (!held.gate.wait_entered(5.0)) {
+    held.gate.let_go();
+    x.join();
+    return "the burst never fetched from the remote tier";
+  }
+  // N's fetch is held; K(0) carries the batch's pin.
+  const cxlt_result_t stray = cxlt_test::code_of([&] { rt->unpin(K(0)); });  // never pinned by the engine
+  const cxlt_result_t filled = cxlt_test::code_of([&] { rt->pin(K(1)); });    // 65535
+  held.gate.let_go();
+  x.join();
+  if (stray != CXLT_OK || filled != CXLT_OK || batch != CXLT_ERROR_INVALID_ARGUMENT) {
+    std::fprintf(stderr, "note: the window was missed (unpin %d, pin %d, batch %d); nothing proved\n", stray, filled, batch);
+  }
+  std::string why;
+  if (const cxlt_result_t r = cxlt_test::code_of([&] { rt->release(K(0), /*forget=*/true); }); r != CXLT_OK)
+    why = "release(forget) of K(0) after the rolled-back batch failed (" + std::to_string(r) + "): its pin count wrapped";
+  if (rt->lookup(n, nullptr)) why += (why.empty() ? "" : "; ") + std::string("N stayed resident after the batch refused");
+  for (int i = 0; i < 65535; ++i) rt->unpin(K(1));
+  if (!why.empty()) return why;
+  std::string v = rt->validate();
+  return v.empty() ? "" : "validate: " + v;
+}
+
 // --- store.checkpoint_every_steps near 2^64 does not wrap the step test --------------------------
 // The defect this catches:
 // Runtime::step (access.cpp) checkpoints when `now >= checkpoint_at_step + every`. After a
@@ -672,6 +715,10 @@ TEST(MoveProtocol, UnpinNeverTakesTheRemoteFetchsPin) {
 
 TEST(MoveProtocol, UnpinBatchNeverTakesTheRemoteFetchsPin) {
   EXPECT_EXIT(child(unpin_batch_vs_remote_fetch), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(MoveProtocol, AdmitBatchRollbackLeavesAStrayUnpinsZero) {
+  EXPECT_EXIT(child(batch_rollback_vs_stray_unpin), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(MoveProtocol, AdmitBatchWithoutPinLeavesAStrayUnpinsZero) {
