@@ -323,11 +323,8 @@ TEST(Close, ASecondCloseReturnsOnceTheFirstIsDone) {
   HeldStop &remote = *owned;
   RuntimeTestAccess::set_remote(*rt, std::move(owned));
   rt->admit(key_from_sequence(1, 0));
-  std::atomic<bool> first_returned{false}, second_returned{false}, second_first{false};
-  std::thread first([&] {
-    rt->close();
-    first_returned = true;
-  });
+  std::atomic<bool> let_go{false}, second_returned{false}, second_before_stop_ended{false};
+  std::thread first([&] { rt->close(); });
   if (!remote.gate.wait_entered(5)) {
     remote.gate.let_go();
     first.join();
@@ -335,16 +332,17 @@ TEST(Close, ASecondCloseReturnsOnceTheFirstIsDone) {
   }
   std::thread second([&] {
     rt->close();
-    second_first = !first_returned.load();
+    second_before_stop_ended = !let_go.load();  // the first's stop() cannot end before let_go is set
     second_returned = true;
   });
   // However long the first takes (here until the test lets it go), the second waits for it.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(second_returned.load()) << "a second close() returned while the first was under way";
+  let_go = true;
   remote.gate.let_go();
   first.join();
   second.join();
-  EXPECT_FALSE(second_first.load()) << "the second close() returned before the first";
+  EXPECT_FALSE(second_before_stop_ended.load()) << "the second close() returned before the first's stop() ended";
 }
 
 }  // namespace
