@@ -192,6 +192,16 @@ std::string find_unsafe_xml(std::string_view xml) {
       if (doctype && !rest_of_line_blank()) return at_line(tag_at) + "markup after the DOCTYPE on its line";
       if (doctype && xml.substr(tag_at, i - tag_at).find('\n') != std::string_view::npos)
         return at_line(tag_at) + "a DOCTYPE on more than one line";
+      // hwloc 2.9's libxml2 reader compares the DTD's system identifier with strcmp and
+      // crashes on a DOCTYPE that has none (<!DOCTYPE topology>): hwloc writes SYSTEM "...".
+      if (doctype) {
+        const std::string_view decl = xml.substr(tag_at, i - tag_at);
+        const size_t sys = decl.find("SYSTEM");
+        size_t q = sys == std::string_view::npos ? sys : sys + 6;
+        while (q != std::string_view::npos && q < decl.size() && is_space(decl[q])) ++q;
+        if (q == std::string_view::npos || q == sys + 6 || q >= decl.size() || (decl[q] != '"' && decl[q] != '\''))
+          return at_line(tag_at) + "a DOCTYPE without SYSTEM and its identifier (hwloc writes SYSTEM \"hwloc2.dtd\")";
+      }
       continue;
     }
     if (rest.substr(0, 2) == "</") {

@@ -41,7 +41,8 @@ namespace cxltier::topo {
 // section, processing instruction, declaration, end tag or attribute value that does not end,
 // a raw '<' or '>' in an attribute value (hwloc writes them escaped; its own parser ends a tag
 // at the first '>'), markup after an XML declaration or a DOCTYPE on its line (its own parser
-// skips that line), an internal DTD subset, a root <topology> whose version is not digits, a
+// skips that line), an internal DTD subset, a DOCTYPE without SYSTEM and a quoted identifier
+// (hwloc's libxml2 reader crashes on one), a root <topology> whose version is not digits, a
 // dot and digits (the format's version is the root's, as hwloc reads it), an XML declaration or
 // DOCTYPE on more than one line (its own parser skips one line), an attribute not written as
 // hwloc writes one (name="value", the name in lowercase letters and '_', spaces, tabs or

@@ -321,6 +321,11 @@ TEST(BadTopologyInputExtra, BitmapCheckRefusesWhatHwlocsReadersReadApart) {
   EXPECT_EQ(topo::find_unsafe_xml(machine + "<info name=\"n\" value=\"&quot;&lt;&gt;&amp;&#9;&#10;&#13;\"/>"), "");
   has("<?xml version=\"1.0\" encoding=\"UTF-8\"\n<topology version=\"2.0\">\n?>", "line 1: an XML declaration on more than one line");
   has("<!DOCTYPE topology SYSTEM \"hwloc2.dtd\n<topology version=\"2.0\">\n\">", "line 1: a DOCTYPE on more than one line");
+  // hwloc 2.9's libxml2 reader crashed (strcmp of a NULL system identifier) on these.
+  for (const char *dt : {"<!DOCTYPE topology>", "<!DOCTYPE topolog>", "<!DOCTYPE topology SYSTEM>", "<!DOCTYPE topology SYSTEMx \"a\">",
+                         "<!DOCTYPE topology PUBLIC \"a\" \"b\">"})
+    has(std::string(dt) + "\n" + machine, "line 1: a DOCTYPE without SYSTEM and its identifier");
+  EXPECT_EQ(topo::find_unsafe_xml("<!DOCTYPE topology SYSTEM 'hwloc.dtd'>\n" + machine), "");
   EXPECT_EQ(topo::find_unsafe_xml("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n" + machine), "");
   has("<topology>\n<object type=\"Machine\">\n<object type=\"Cache\" type=\"PU\" os_index=\"0\"/>", "line 3: attribute \"type\" given twice");
   has(machine + "<object type=\"Core\" os_index=\"0\" os_index=\"1\"/>", "attribute \"os_index\" given twice");
