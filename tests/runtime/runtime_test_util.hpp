@@ -53,6 +53,15 @@ inline cxltier::RuntimeConfig three_tier_config(uint32_t a, uint32_t b, uint32_t
   return cfg;
 }
 
+// One emulated tier of `blocks` blocks and no threads (runtime.synchronous: copies in the
+// calling thread, no mover keeping a slot free).
+inline cxltier::RuntimeConfig one_synchronous_tier(uint32_t blocks) {
+  cxltier::RuntimeConfig cfg = three_tier_config(blocks, 0, 0);
+  cfg.tiers.resize(1);
+  cfg.synchronous = true;
+  return cfg;
+}
+
 // Fill a block with bytes derived from (key, version) and put their checksum in the first
 // 32 bytes: [key.hi][key.lo][version][xxh3 of bytes 32..end].
 inline void fill_block(void *data, size_t bytes, const cxltier::Key &key, uint64_t version) {

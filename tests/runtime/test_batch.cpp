@@ -89,10 +89,7 @@ TEST(Batch, RefusedAdmissionChangesNothing) {
 // upper limit on the time is that difference, five times the bound, not a speed goal. Once the
 // flag clears, the block is a victim again and both admit.
 TEST(Batch, StuckPassageRefusesAfterOneBound) {
-  RuntimeConfig cfg = three_tier_config(4, 0, 0);
-  cfg.tiers.resize(1);
-  cfg.synchronous = true;  // no mover keeping a slot free
-  auto rt = Runtime::open(cfg);
+  auto rt = Runtime::open(one_synchronous_tier(4));
   std::vector<Key> pinned = seq(1, 3);
   std::vector<Block> b(4);
   rt->admit_batch(pinned.data(), pinned.size(), true, b.data(), nullptr);
@@ -138,10 +135,7 @@ TEST(Batch, StuckPassageRefusesAfterOneBound) {
 TEST(Batch, AdmitBatchWaitsForABlockBeingWrittenOut) {
   for (const bool pin : {true, false}) {
     SCOPED_TRACE(pin ? "pin" : "no pin");
-    RuntimeConfig cfg = three_tier_config(4, 0, 0);
-    cfg.tiers.resize(1);
-    cfg.synchronous = true;
-    auto rt = Runtime::open(cfg);
+    auto rt = Runtime::open(one_synchronous_tier(4));
     auto owned = std::make_unique<HeldWriteOuts>();
     HeldWriteOuts &remote = *owned;
     RuntimeTestAccess::set_remote(*rt, std::move(owned));

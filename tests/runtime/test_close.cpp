@@ -40,10 +40,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // A runtime whose only tier (4 slots, synchronous: no mover) is full, 3 blocks pinned and the
 // fourth, `stuck`, held as a fault would leave it: an admission beside it waits for it.
 std::unique_ptr<Runtime> full_beside_held_block(Key *stuck) {
-  RuntimeConfig cfg = three_tier_config(4, 0, 0);
-  cfg.tiers.resize(1);
-  cfg.synchronous = true;
-  auto rt = Runtime::open(cfg);
+  auto rt = Runtime::open(one_synchronous_tier(4));
   std::vector<Key> pinned = seq(1, 3);
   std::vector<Block> b(3);
   rt->admit_batch(pinned.data(), pinned.size(), true, b.data(), nullptr);
@@ -140,17 +137,13 @@ TEST(Close, AdmitBatchWaitingForPassageIsRefused) {
   EXPECT_TRUE(rt->lookup(stuck, nullptr));
 }
 
-
 // release(forget) of a block held by another call (here, as a fault would leave it) waits for
 // the hold to end; close() ends that wait with CXLT_ERROR_CLOSED, where it had waited for good.
 // So does release_batch(forget).
 TEST(Close, ReleaseForgetOfAHeldBlockEnds) {
   for (const bool batch : {false, true}) {
     SCOPED_TRACE(batch ? "release_batch" : "release");
-    RuntimeConfig cfg = three_tier_config(4, 0, 0);
-    cfg.tiers.resize(1);
-    cfg.synchronous = true;
-    auto rt = Runtime::open(cfg);
+    auto rt = Runtime::open(one_synchronous_tier(4));
     const Key k = key_from_sequence(1, 0);
     rt->admit(k);
     ASSERT_TRUE(RuntimeTestAccess::set_held(*rt, k, true));
@@ -246,10 +239,7 @@ TEST(Close, MoveWithoutWaitRacingCloseLeavesNoBlockMoving) {
 // after it, fails with CXLT_ERROR_CLOSED within 0.5 s of close(), where it had waited for the
 // write-out however long that took.
 TEST(Close, CallsWaitingForABlockInPassageFail) {
-  RuntimeConfig cfg = three_tier_config(4, 0, 0);
-  cfg.tiers.resize(1);
-  cfg.synchronous = true;
-  auto rt = Runtime::open(cfg);
+  auto rt = Runtime::open(one_synchronous_tier(4));
   auto owned = std::make_unique<HeldWriteOuts>();
   HeldWriteOuts &remote = *owned;
   RuntimeTestAccess::set_remote(*rt, std::move(owned));
